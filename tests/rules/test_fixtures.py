@@ -81,3 +81,16 @@ def test_expected_outputs_are_not_stale(case: Case) -> None:
         assert [d for d in fixable(found, True) if d not in fixable(found, False)], (
             f"{case.unsafe_path.name} exists but no unsafe fix applies"
         )
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.expected()], ids=lambda c: c.id)
+def test_prefilter_lets_every_case_with_a_finding_through(case: Case) -> None:
+    """Each rule's own triggers admit every file it reports on (the pre-filter is sound)."""
+    from ema_lint.prefilter import PreFilter
+
+    data = case.path.read_bytes()
+    for code in {code for code, _, _ in case.expected()}:
+        rule = registry.by_code()[code]
+        if getattr(rule, "internal", False):
+            continue
+        assert PreFilter([rule]).matches(data), f"{code}'s triggers do not match {case.id}"
