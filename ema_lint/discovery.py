@@ -16,7 +16,7 @@ from pathlib import Path
 from .config import Settings
 
 # Python files, and the files that ema_lint.sources reads (notebooks, YAML configs).
-SUFFIXES = (".py", ".pyi", ".ipynb")
+SUFFIXES = (".py", ".pyi", ".ipynb", ".yaml", ".yml")
 
 
 @dataclass

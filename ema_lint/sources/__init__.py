@@ -40,9 +40,9 @@ class Source(Protocol):
 
 
 def _sources() -> tuple[Source, ...]:
-    from . import notebook
+    from . import notebook, yaml_config
 
-    return (notebook.SOURCE,)
+    return (notebook.SOURCE, yaml_config.SOURCE)
 
 
 def for_path(path: str) -> Source | None:
