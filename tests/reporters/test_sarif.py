@@ -88,3 +88,16 @@ def test_absolute_paths_outside_the_folder_are_file_uris(
     location = document["runs"][0]["results"][0]["locations"][0]["physicalLocation"]
     assert location["artifactLocation"]["uri"].startswith("file:///")
     assert "uriBaseId" not in location["artifactLocation"]
+
+
+def test_notebook_findings_validate_and_name_their_cell(run, project: Path) -> None:
+    from tests.sources.notebooks import TRAINING, dumps
+
+    (project / "train.ipynb").write_text(dumps(TRAINING))
+    document = _sarif(run, project, "--unsafe-fixes", "train.ipynb")
+    _validate(document)
+    (result,) = document["runs"][0]["results"]
+    assert result["properties"]["cell"] == 3
+    assert result["message"]["text"].startswith("cell 3, line 4: EMA decay 0.99")
+    # A cell's edit does not address the file's lines: no artifact change is offered.
+    assert "fixes" not in result
