@@ -61,7 +61,7 @@ def _settings(
     config: str | Path | None,
 ):
     from . import registry
-    from .config import Overrides, Settings
+    from .config import ConfigError, Overrides, Settings
     from .rule import rule_options_from
 
     parsed: dict[str, dict[str, Any]] = {}
@@ -76,10 +76,13 @@ def _settings(
         rule_options=parsed,
         unsafe_fixes=unsafe,
     )
-    settings = Settings(
-        overrides, config_path=Path(config) if config else None, isolated=config is None
-    )
-    return settings.for_file(Path(path) if path else None)
+    try:
+        settings = Settings(
+            overrides, config_path=Path(config) if config else None, isolated=config is None
+        )
+        return settings.for_file(Path(path) if path else None)
+    except ConfigError as error:  # an unknown rule, a bad configuration file
+        raise ValueError(str(error)) from None
 
 
 def check(
