@@ -67,5 +67,8 @@ TRAINING = notebook(
         outputs=[OUTPUT],
         count=2,
     ),
-    code(lines("for step in range(10):\n    ema.update(model)\n"), count=3),
+    code(
+        lines("for batch in loader:\n    train_step(model, batch)\n    ema.update(model)\n"),
+        count=3,
+    ),
 )

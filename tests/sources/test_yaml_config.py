@@ -64,10 +64,8 @@ def test_lightning_config_is_reported_at_the_value(run, project: Path) -> None:
     (project / "config.yaml").write_text(LIGHTNING_BAD)
     result = run("config.yaml", cwd=project)
     assert result.code == 1
-    assert result.out.splitlines()[0] == (
-        "config.yaml:16:16: EMA101 EMA decay 0.99 averages over about 100 updates (half-life 69): "
-        "barely smoother than the live weights; expected a decay in 0.999-0.9999"
-    )
+    first = result.out.splitlines()[0]
+    assert first.startswith("config.yaml:16:16: EMA101 ") and " 0.99 " in first
     (d,) = _run_json(run, project, "config.yaml")
     assert d["end_location"] == {"line": 16, "column": 20}
 
