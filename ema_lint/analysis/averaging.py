@@ -72,6 +72,7 @@ _CREATING = {
 }
 # Attributes of a wrapper that are the averaged model itself.
 _INNER = {"module", "ema", "ema_model", "averaged_model", "_average_model", "model", "shadow"}
+_INPLACE_METHODS = {"mul_", "add_", "lerp_", "copy_", "sub_"}
 _WEIGHT_ATTRIBUTES = {"decay", "beta", "momentum", "ema_momentum", "rate", "tau", "alpha"}
 
 _TOKEN = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
@@ -205,9 +206,12 @@ class AveragingObjects:
         self._memo: dict[int, AveragingObject | None] = {}
         self._deepcopies: dict[int, cst.Call] = {}
         self._bound = ctx.get(BoundCalls)
+        self._has_inplace: bool | None = None
 
         self._collect_api_objects()
         self._collect_shadows()
+        if not self.objects:
+            return
         self._link_bindings()
         self._link_updates()
         for obj in self.objects:
@@ -390,13 +394,12 @@ class AveragingObjects:
 
     def _collect_shadows(self) -> None:
         """``deepcopy(model)`` copies that are averaged (by name or by in-place updates)."""
+        deepcopies = [c for c in self.ctx.nodes(cst.Call) if self._is_deepcopy(c)]
         updates = self.ctx.get(InPlaceUpdates).updates if self._may_update() else []
         containers: list[tuple[InPlaceUpdate, cst.BaseExpression]] = [
             (u, u.shadow_container) for u in updates if u.shadow_container is not None
         ]
-        for call in self.ctx.nodes(cst.Call):
-            if not self._is_deepcopy(call):
-                continue
+        for call in deepcopies:
             outer = self._chain_top(call)
             targets = list(self._assignment_targets(outer))
             names = [self._code(t) for t in targets]
@@ -435,14 +438,30 @@ class AveragingObjects:
                 obj.bindings.append(container)
                 obj.names.append(self._code(container))
                 obj.reasons.append("target of an in-place average update")
-                self._add(obj)
+                extra: list[cst.CSTNode] = []
+                if isinstance(container, cst.Name):
+                    bindings = self.resolver.bindings_of(container) or []
+                    if len(bindings) == 1 and bindings[0].value is not None:
+                        extra.append(bindings[0].value)  # the dict/list the shadow starts as
+                self._add(obj, *extra)
                 self._memo.clear()
 
     def _may_update(self) -> bool:
-        return True
+        """Whether the module may hold in-place averaging updates (a cheap look first)."""
+        if self._has_inplace is None:
+            self._has_inplace = bool(self.ctx.nodes(cst.Assign)) or any(
+                isinstance(c.func, cst.Attribute)
+                and (c.func.attr.value in _INPLACE_METHODS or c.func.attr.value[:8] == "_foreach")
+                for c in self.ctx.nodes(cst.Call)
+            )
+        return self._has_inplace
 
     def _is_deepcopy(self, call: cst.Call) -> bool:
         if not call.args:
+            return False
+        func = call.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+        if name != "deepcopy":
             return False
         names = self.imports.qualified_names(call.func)
         return "copy.deepcopy" in names

@@ -172,7 +172,9 @@ class RunLengths:
             if step <= 0:
                 return None
             count = max(0.0, (stop - start) / step)
-            return count, self._show(args[-1 if len(args) < 3 else 1].value, values[-1])  # type: ignore[arg-type]
+            if len(args) == 1:
+                return count, self._show(args[0].value, values[0])
+            return count, f"{self.ctx.code(iterable).strip()}={_count(count)}"
         if name.endswith("islice") and len(args) >= 2:
             value = self.resolver.resolve(args[-1].value)
             if value is not None and value.number is not None:

@@ -99,6 +99,8 @@ class InPlaceUpdates:
             if found is not None:
                 self.updates.append(found)
         for assign in ctx.nodes(cst.Assign):
+            if not isinstance(assign.value, (cst.BinaryOperation, cst.Call)):
+                continue
             found = self._from_assign(assign)
             if found is not None:
                 self.updates.append(found)
@@ -130,10 +132,12 @@ class InPlaceUpdates:
     # Calls ------------------------------------------------------------------------------------
     def _from_call(self, call: cst.Call) -> InPlaceUpdate | None:
         func = call.func
-        name = dotted_name(func) or ""
-        if name.endswith("_foreach_lerp_") or name.endswith("_foreach_add_"):
-            return self._foreach(call, name)
-        if not isinstance(func, cst.Attribute) or func.attr.value not in _INPLACE:
+        if not isinstance(func, cst.Attribute):
+            return None
+        attr = func.attr.value
+        if attr in ("_foreach_lerp_", "_foreach_add_"):
+            return self._foreach(call, attr)
+        if attr not in _INPLACE:
             return None
         if not self._outermost(call):
             return None

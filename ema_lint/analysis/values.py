@@ -781,6 +781,8 @@ class ValueResolver:
             outer = self._object(node.value, depth + 1)
             if isinstance(outer, _Instance):
                 expr = self._field_expression(outer, node.attr.value)
+                if isinstance(expr, cst.Call):
+                    expr = _field_default(expr)
                 if expr is not None:
                     return self._object(expr, depth + 1)
             return None

@@ -32,3 +32,16 @@ def _weight_triggers() -> tuple[bytes, ...]:
 
 
 WEIGHT_TRIGGERS = _weight_triggers()
+
+
+def _object_triggers() -> tuple[bytes, ...]:
+    """Tokens of every averaging object: an API that creates one, or a hand-made copy."""
+    tokens = {t.decode() for t in WEIGHT_TRIGGERS}
+    for spec in API_SPECS:
+        if spec.role in (Role.EMA_MODEL, Role.SWA_MODEL, Role.EMA_CALLBACK, Role.SWA_CALLBACK):
+            tokens.add(spec.short_name)
+    tokens.add("deepcopy")
+    return tuple(sorted(t.encode() for t in tokens))
+
+
+OBJECT_TRIGGERS = _object_triggers()

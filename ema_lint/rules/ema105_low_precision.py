@@ -11,6 +11,7 @@ from ..analysis.names import ImportTable
 from ..analysis.values import Symbol, Value, ValueResolver
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability
 from ..rule import Rule
+from ._triggers import OBJECT_TRIGGERS
 
 _HALF = {
     "torch.float16": "torch.float16",
@@ -91,10 +92,12 @@ class LowPrecisionEma(Rule):
     summary = "Averaged weights kept in float16 or bfloat16, where updates round away"
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.SAFE
-    triggers = (b"half", b"float16", b"bf16", b"fp16")
+    triggers = OBJECT_TRIGGERS
     requires = (AveragingObjects, ValueResolver)
 
     def finish(self) -> None:
+        if not self._may_cast():
+            return
         objects = self.ctx.get(AveragingObjects)
         if not objects.objects:
             return
@@ -110,6 +113,18 @@ class LowPrecisionEma(Rule):
                 obj = objects.for_expression(func.value)
                 if obj is not None and obj.use is not Use.NOT_WEIGHTS:
                     self._cast(call, obj)
+
+    def _may_cast(self) -> bool:
+        """A cheap look before building the averaging model: any cast or dtype at all."""
+        for call in self.ctx.nodes(cst.Call):
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value in ("half", "bfloat16"):
+                return True
+            if any(a.keyword is not None and a.keyword.value == "dtype" for a in call.args):
+                return True
+            if isinstance(func, cst.Attribute) and func.attr.value == "to" and call.args:
+                return True
+        return False
 
     # What the dtype is -------------------------------------------------------------------------
     def _half(self, expr: cst.BaseExpression) -> tuple[str, bool] | None:
