@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ..analysis.apis import semantics_table
 from ..analysis.averaging import AveragingObject, AveragingObjects, Use
 from ..analysis.decays import DecaySettings
 from ..analysis.horizon import format_number
@@ -113,6 +114,17 @@ class LowPrecisionEma(Rule):
                 obj = objects.for_expression(func.value)
                 if obj is not None and obj.use is not Use.NOT_WEIGHTS:
                     self._cast(call, obj)
+
+    @classmethod
+    def documentation(cls) -> str:
+        return (
+            super().documentation()
+            + "\n\n## Semantics of the averaging APIs\n\n"
+            + "The averaged copy is the object of any of these APIs (and hand-made "
+            + "``deepcopy`` shadows); timm ``ModelEmaV3`` takes ``dtype=`` and "
+            + "``stochastic_rounding=`` itself.\n\n"
+            + semantics_table()
+        )
 
     def _may_cast(self) -> bool:
         """A cheap look before building the averaging model: any cast or dtype at all."""
