@@ -13,7 +13,7 @@ per-step decay D^(1/k) and a horizon of about k / (1 - D) steps.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import libcst as cst
 
@@ -46,6 +46,7 @@ class DecaySetting:
     # The part of ``interval`` that the library applies itself (its counter still counts
     # every call, which matters for its warmup).
     spec_interval: int = 1
+    resolver: ValueResolver | None = field(default=None, repr=False)
 
     @property
     def is_default(self) -> bool:
@@ -89,9 +90,7 @@ class DecaySetting:
         expr = self.bound.value(name)
         if expr is None:
             return default if self.bound.is_default(name) else None
-        return self._resolver.number(expr)
-
-    _resolver: ValueResolver = None  # type: ignore[assignment]
+        return self.resolver.number(expr) if self.resolver is not None else None
 
 
 class DecaySettings:
@@ -168,8 +167,8 @@ class DecaySettings:
             obj,
             use,
             spec_interval,
+            self.resolver,
         )
-        setting._resolver = self.resolver
         return setting
 
     def _condition(self, bound: BoundCall, param: str, wanted: object) -> bool | None:

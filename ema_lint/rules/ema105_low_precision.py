@@ -51,7 +51,8 @@ class LowPrecisionEma(Rule):
     ``weight_dtype = torch.float16 if fp16 else ...`` of diffusion fine-tuning scripts).
 
     Silent for timm ``ModelEmaV3`` in bfloat16 with its default stochastic rounding, which
-    is designed for that.
+    is designed for that, and for a cast that comes after every update of the copy in the
+    module (half precision for export or inference once training is done).
 
     ## Why it hurts training
     Each update moves the average by ``(1 - decay) * (weights - average)``: with a decay
@@ -266,6 +267,9 @@ class LowPrecisionEma(Rule):
         dtype = self._cast_dtype(call)
         if dtype is None or self._stochastic_rounding(obj, dtype[0]):
             return
+        index = self.ctx.index
+        if obj.updates and not any(index.is_before(call, u) for u in obj.updates):
+            return  # cast after the last update: half precision for export or inference
         func = call.func
         assert isinstance(func, cst.Attribute)
         dtype_expr = self._dtype_argument(call) if func.attr.value == "to" else None
