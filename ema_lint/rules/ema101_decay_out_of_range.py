@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.apis import Role, Side, semantics_table
+from ..analysis.apis import WEIGHT_TRIGGERS, Role, Side, semantics_table
 from ..analysis.averaging import Use
 from ..analysis.decays import DecaySetting, DecaySettings, describe_interval, describe_value
 from ..analysis.horizon import describe_decay, float_literal, format_number
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability
 from ..rule import Option, Rule
-from ._triggers import WEIGHT_TRIGGERS
 
 
 class DecayOutOfRange(Rule):

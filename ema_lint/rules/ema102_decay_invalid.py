@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from ..analysis.apis import Side, semantics_table
+from ..analysis.apis import WEIGHT_TRIGGERS, Side, semantics_table
 from ..analysis.averaging import Use
 from ..analysis.decays import DecaySetting, DecaySettings, describe_value
 from ..analysis.horizon import format_number
 from ..diagnostics import FixAvailability
 from ..rule import Rule
-from ._triggers import WEIGHT_TRIGGERS
 
 
 class DecayInvalid(Rule):

@@ -6,13 +6,12 @@ from decimal import Decimal, InvalidOperation
 
 import libcst as cst
 
-from ..analysis.apis import Side, semantics_table
+from ..analysis.apis import WEIGHT_TRIGGERS, Side, semantics_table
 from ..analysis.averaging import Use
 from ..analysis.decays import DecaySetting, DecaySettings
 from ..analysis.horizon import format_number
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability
 from ..rule import Rule
-from ._triggers import WEIGHT_TRIGGERS
 
 
 def complement_text(text: str) -> str | None:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import math
 
-from ..analysis.apis import semantics_table
+from ..analysis.apis import WEIGHT_TRIGGERS, semantics_table
 from ..analysis.averaging import Use
 from ..analysis.decays import DecaySettings, describe_interval, describe_value
 from ..analysis.horizon import format_count, half_life, horizon
 from ..diagnostics import FixAvailability
 from ..rule import Option, Rule
-from ._triggers import WEIGHT_TRIGGERS
 
 
 class HorizonExceedsTraining(Rule):

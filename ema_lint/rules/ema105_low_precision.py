@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.apis import semantics_table
+from ..analysis.apis import OBJECT_TRIGGERS, semantics_table
 from ..analysis.averaging import AveragingObject, AveragingObjects, Use
 from ..analysis.decays import DecaySettings
 from ..analysis.horizon import format_number
@@ -12,7 +12,6 @@ from ..analysis.names import ImportTable
 from ..analysis.values import Symbol, Value, ValueResolver
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability
 from ..rule import Rule
-from ._triggers import OBJECT_TRIGGERS
 
 _HALF = {
     "torch.float16": "torch.float16",
