@@ -1,0 +1,318 @@
+"""The ``ema-lint`` command: ``check`` (the default), ``rules`` and ``explain``.
+
+Exit codes: 0 no finding left, 1 findings left (or, with ``--diff``, a diff to apply),
+2 a usage, configuration or internal error (including EMA902/EMA903 and unreadable paths).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from . import registry
+from ._version import __version__
+from .config import ConfigError, Overrides, Settings, parse_rule_option
+from .docs import fix_summary, render
+from .reporters import RunResult, renderers
+from .rule import OptionError, rule_options_from
+from .runner import Mode, collect, process_source, run
+
+SUBCOMMANDS = ("check", "rules", "explain")
+INTERNAL_ERRORS = ("EMA902", "EMA903")
+
+
+class UsageError(Exception):
+    pass
+
+
+def _comma_list(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="ema-lint",
+        description="Find and fix misconfigured weight averaging (EMA, SWA) in training code.",
+    )
+    parser.add_argument("--version", action="version", version=f"ema-lint {__version__}")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    check = sub.add_parser("check", help="check files (the default command)")
+    check.add_argument("paths", nargs="*", type=Path, help="files or directories ('-' for stdin)")
+    fixing = check.add_argument_group("fixing")
+    fixing.add_argument("--fix", action="store_true", help="apply safe fixes in place")
+    fixing.add_argument(
+        "--unsafe-fixes",
+        action="store_true",
+        default=None,
+        help="also apply (or show) unsafe fixes, such as choosing a new decay",
+    )
+    fixing.add_argument(
+        "--no-unsafe-fixes", dest="unsafe_fixes", action="store_false", help=argparse.SUPPRESS
+    )
+    fixing.add_argument(
+        "--diff", action="store_true", help="print the fixes as a unified diff; write nothing"
+    )
+    fixing.add_argument(
+        "--exit-non-zero-on-fix",
+        action="store_true",
+        help="exit 1 if any file was fixed, even when nothing is left",
+    )
+    rules = check.add_argument_group("rule selection")
+    rules.add_argument("--select", type=_comma_list, help="codes, prefixes or names to enable")
+    rules.add_argument("--extend-select", type=_comma_list, default=[], help="enable these too")
+    rules.add_argument("--ignore", type=_comma_list, default=[], help="disable these")
+    rules.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="RULE.OPTION=VALUE",
+        help="set a rule option, e.g. ema-decay-out-of-range.min=0.99",
+    )
+    rules.add_argument("--disable-noqa", action="store_true", help="ignore # noqa comments")
+    files = check.add_argument_group("files")
+    files.add_argument(
+        "--exclude", type=_comma_list, help="patterns to exclude (replaces defaults)"
+    )
+    files.add_argument("--extend-exclude", type=_comma_list, default=[], help="more patterns")
+    files.add_argument(
+        "--force-exclude",
+        action="store_true",
+        help="apply excludes to paths named on the command line too (pre-commit)",
+    )
+    files.add_argument("--stdin-filename", help="the name of the file read from stdin")
+    files.add_argument("--config", type=Path, help="use this configuration file only")
+    files.add_argument("--isolated", action="store_true", help="ignore configuration files")
+    files.add_argument("--no-prefilter", action="store_true", help=argparse.SUPPRESS)
+    output = check.add_argument_group("output")
+    output.add_argument(
+        "--output-format",
+        default=os.environ.get("EMA_LINT_OUTPUT_FORMAT", "text"),
+        help="text (default), concise or json",
+    )
+    output.add_argument("--statistics", action="store_true", help="count findings per rule")
+    output.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
+    output.add_argument("-q", "--quiet", action="store_true", help="print findings only")
+    output.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+
+    rules_cmd = sub.add_parser("rules", help="list the rules")
+    rules_cmd.add_argument("--output-format", choices=("text", "json"), default="text")
+
+    explain = sub.add_parser("explain", help="show a rule's documentation")
+    explain.add_argument("rule", help="a code (EMA101) or name (ema-decay-out-of-range)")
+    return parser
+
+
+def _normalize_argv(argv: Sequence[str]) -> list[str]:
+    """``ema-lint PATH`` means ``ema-lint check PATH``."""
+    args = list(argv)
+    if args and (args[0] in SUBCOMMANDS or args[0] in ("-h", "--help", "--version")):
+        return args
+    return ["check", *args]
+
+
+def _use_color(choice: str, stream: TextIO) -> bool:
+    if choice == "always":
+        return True
+    if choice == "never" or os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
+def _overrides(args: argparse.Namespace) -> Overrides:
+    options: dict[str, dict[str, object]] = {}
+    for text in args.option:
+        rule_name, option, value = parse_rule_option(text)
+        rule = registry.lookup(rule_name)
+        assert rule is not None
+        try:
+            options.setdefault(rule_name, {}).update(rule_options_from(rule, {option: value}))
+        except OptionError as error:
+            raise ConfigError(f"--option: {error}") from None
+    return Overrides(
+        select=args.select,
+        extend_select=args.extend_select,
+        ignore=args.ignore,
+        exclude=args.exclude,
+        extend_exclude=args.extend_exclude,
+        unsafe_fixes=args.unsafe_fixes,
+        rule_options=options,
+        noqa=not args.disable_noqa,
+        prefilter=not args.no_prefilter,
+    )
+
+
+def _statistics(result: RunResult, stream: TextIO) -> None:
+    counts = Counter(d.code for d in result.diagnostics)
+    fixable = {d.code for d in result.diagnostics if result.fixable(d)}
+    for code, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
+        rule = registry.by_code()[code]
+        marker = "[*]" if code in fixable else "[ ]"
+        stream.write(f"{count:>5}\t{code}\t{marker} {rule.name}\n")
+
+
+def _exit_code(result: RunResult, args: argparse.Namespace, any_diff: bool) -> int:
+    if result.errors or any(d.code in INTERNAL_ERRORS for d in result.diagnostics):
+        return 2
+    if args.exit_zero:
+        return 0
+    if args.diff:
+        return 1 if any_diff else 0
+    if args.exit_non_zero_on_fix and result.fixed:
+        return 1
+    return 1 if result.diagnostics else 0
+
+
+def _check(
+    args: argparse.Namespace, stdout: TextIO, stderr: TextIO, stdin: io.BufferedIOBase
+) -> int:
+    formats = renderers()
+    if args.output_format not in formats:
+        raise UsageError(
+            f"unknown output format {args.output_format!r} (choose from {', '.join(formats)})"
+        )
+    settings = Settings(_overrides(args), config_path=args.config, isolated=args.isolated)
+    mode = Mode(fix=args.fix, diff=args.diff, text_edits=args.output_format != "text")
+    paths = args.paths or [Path(".")]
+    color = _use_color(args.color, stdout)
+    unsafe = bool(args.unsafe_fixes)
+
+    if any(str(p) == "-" for p in paths):
+        if len(paths) > 1:
+            raise UsageError("'-' (stdin) cannot be combined with other paths")
+        display = args.stdin_filename or "-"
+        target = Path(args.stdin_filename) if args.stdin_filename else None
+        settings.check_config([target or Path(".")])
+        file_settings = settings.for_file(target if target is not None else Path("-"))
+        unsafe = file_settings.unsafe_fixes
+        data = stdin.read()
+        outcome = process_source(data, display, file_settings, mode)
+        result = collect([outcome], mode)
+        result.errors = settings.errors + result.errors
+        result.files_checked = 1
+        result.unsafe_fixes = unsafe
+        if args.fix and not args.diff:
+            # The fixed source goes to stdout (editors expect that); findings to stderr.
+            new = outcome.new_data if outcome.new_data is not None else data
+            stdout.buffer.write(new) if hasattr(stdout, "buffer") else stdout.write(new.decode())
+            stdout.flush()
+            _report(result, args, stderr, False)
+            return _exit_code(result, args, False)
+        if args.diff:
+            stdout.write(outcome.diff)
+            return _exit_code(result, args, bool(outcome.diff))
+        _report(result, args, stdout, color)
+        return _exit_code(result, args, False)
+
+    result, outcomes = run(paths, settings, mode, force_exclude=args.force_exclude)
+    if args.unsafe_fixes is None and outcomes:
+        # The configuration file may turn unsafe fixes on.
+        unsafe = any(settings.for_file(Path(o.path)).unsafe_fixes for o in outcomes[:1])
+    result.unsafe_fixes = unsafe
+    if args.diff:
+        diffs = [o.diff for o in outcomes if o.diff]
+        for diff in diffs:
+            stdout.write(diff)
+        fixed = sum(o.fixed for o in outcomes if o.diff)
+        if not args.quiet:
+            stderr.write(f"Would fix {fixed} problem{'s' if fixed != 1 else ''}.\n")
+        for error in result.errors:
+            stderr.write(f"error: {error}\n")
+        return _exit_code(result, args, bool(diffs))
+    _report(result, args, stdout, color)
+    return _exit_code(result, args, False)
+
+
+def _report(result: RunResult, args: argparse.Namespace, stream: TextIO, color: bool) -> None:
+    if args.statistics:
+        _statistics(result, stream)
+        for error in result.errors:
+            stream.write(f"error: {error}\n")
+        return
+    if args.output_format == "text" and args.quiet:
+        renderers()["concise"](result, stream, color)
+        return
+    renderers()[args.output_format](result, stream, color)
+
+
+def _rules(args: argparse.Namespace, stdout: TextIO) -> int:
+    rules = registry.all_rules()
+    if args.output_format == "json":
+        json.dump(
+            [
+                {
+                    "code": r.code,
+                    "name": r.name,
+                    "summary": r.summary,
+                    "fix": fix_summary(r),
+                    "default": r.default_enabled,
+                }
+                for r in rules
+            ],
+            stdout,
+            indent=2,
+        )
+        stdout.write("\n")
+        return 0
+    width = max(len(r.name) for r in rules)
+    stdout.write(f"{'code':<7} {'name':<{width}} {'fix':<18} default  summary\n")
+    for r in rules:
+        stdout.write(
+            f"{r.code:<7} {r.name:<{width}} {fix_summary(r):<18} "
+            f"{'on' if r.default_enabled else 'off':<8} {r.summary}\n"
+        )
+    return 0
+
+
+def _explain(args: argparse.Namespace, stdout: TextIO) -> int:
+    rule = registry.lookup(args.rule)
+    if rule is None:
+        raise UsageError(f"unknown rule {args.rule!r}; see 'ema-lint rules'")
+    stdout.write(render(rule))
+    return 0
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    stdin: io.BufferedIOBase | None = None,
+) -> int:
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    stdin = stdin or sys.stdin.buffer
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(_normalize_argv(argv))
+        if args.command == "rules":
+            return _rules(args, stdout)
+        if args.command == "explain":
+            return _explain(args, stdout)
+        return _check(args, stdout, stderr, stdin)
+    except UsageError as error:
+        stderr.write(f"ema-lint: error: {error}\n")
+        return 2
+    except ConfigError as error:
+        stderr.write(f"ema-lint: error: {error}\n")
+        return 2
+    except KeyboardInterrupt:
+        stderr.write("ema-lint: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,350 @@
+"""Configuration: ``[tool.ema-lint]`` in pyproject.toml, or ``ema-lint.toml`` / ``.ema-lint.toml``.
+
+Each file is governed by the nearest configuration file above it (as in ruff), unless
+``--config`` names one or ``--isolated`` ignores them all. Selection is layered: the
+defaults, then the file's ``select`` / ``extend-select`` / ``ignore``, then the command
+line's, where a ``select`` resets what came before it. Every key is validated: a typo or a
+wrong type is an error naming the key and the file.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import registry
+from .engine import FileSettings
+from .rule import OptionError, Rule, rule_options_from
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10
+    import tomli as tomllib
+
+CONFIG_NAMES = (".ema-lint.toml", "ema-lint.toml", "pyproject.toml")
+
+DEFAULT_EXCLUDES = (
+    ".git",
+    ".hg",
+    ".svn",
+    ".venv",
+    "venv",
+    ".tox",
+    ".nox",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".pytest_cache",
+    ".ema_lint_cache",
+    "__pycache__",
+    "build",
+    "dist",
+    "node_modules",
+    "site-packages",
+    "__pypackages__",
+)
+
+_LIST_KEYS = ("select", "extend-select", "ignore", "exclude", "extend-exclude")
+_KNOWN_KEYS = (*_LIST_KEYS, "per-file-ignores", "unsafe-fixes")
+
+
+class ConfigError(Exception):
+    """A configuration file or flag that cannot be used; the message names key and file."""
+
+
+@dataclass
+class ConfigFile:
+    """What one configuration file says (absent keys are None / empty)."""
+
+    path: Path | None = None
+    root: Path = field(default_factory=Path.cwd)
+    select: list[str] | None = None
+    extend_select: list[str] = field(default_factory=list)
+    ignore: list[str] = field(default_factory=list)
+    per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+    exclude: list[str] | None = None
+    extend_exclude: list[str] = field(default_factory=list)
+    unsafe_fixes: bool | None = None
+    rule_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass
+class Overrides:
+    """What the command line (or the flake8 options) says; wins over files."""
+
+    select: list[str] | None = None
+    extend_select: list[str] = field(default_factory=list)
+    ignore: list[str] = field(default_factory=list)
+    exclude: list[str] | None = None
+    extend_exclude: list[str] = field(default_factory=list)
+    per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+    unsafe_fixes: bool | None = None
+    rule_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    noqa: bool = True
+    prefilter: bool = True
+
+
+def _load_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: invalid TOML: {error}") from None
+
+
+def _section(path: Path, data: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    if path.name == "pyproject.toml":
+        tool = data.get("tool")
+        if not isinstance(tool, Mapping):
+            return None
+        section = tool.get("ema-lint")
+        if section is None:
+            return None
+        if not isinstance(section, Mapping):
+            raise ConfigError(f"{path}: [tool.ema-lint] must be a table")
+        return section
+    return data
+
+
+def _str_list(path: Path, key: str, value: Any) -> list[str]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{path}: '{key}' must be a list of strings, got {value!r}")
+    return list(value)
+
+
+def _check_selectors(where: str, key: str, selectors: Iterable[str]) -> None:
+    for selector in selectors:
+        try:
+            registry.expand(selector)
+        except registry.UnknownSelector:
+            raise ConfigError(f"{where}: '{key}' has an unknown rule {selector!r}") from None
+
+
+def parse_config(path: Path, data: Mapping[str, Any]) -> ConfigFile:
+    """Validate one configuration table."""
+    config = ConfigFile(path=path, root=path.parent.resolve())
+    for key, value in data.items():
+        rule = registry.lookup(key)
+        if rule is not None:
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{path}: '{key}' must be a table of options for {rule.name}")
+            try:
+                config.rule_options[rule.name] = rule_options_from(rule, value)
+            except OptionError as error:
+                raise ConfigError(f"{path}: {error}") from None
+            continue
+        if key not in _KNOWN_KEYS:
+            raise ConfigError(f"{path}: unknown key '{key}'")
+        if key in _LIST_KEYS:
+            items = _str_list(path, key, value)
+            if key in ("select", "extend-select", "ignore"):
+                _check_selectors(str(path), key, items)
+            setattr(config, key.replace("-", "_"), items)
+        elif key == "per-file-ignores":
+            if not isinstance(value, Mapping):
+                raise ConfigError(
+                    f"{path}: 'per-file-ignores' must be a table of pattern = [codes]"
+                )
+            for pattern, codes in value.items():
+                items = _str_list(path, f"per-file-ignores.{pattern}", codes)
+                _check_selectors(str(path), f"per-file-ignores.{pattern}", items)
+                config.per_file_ignores[pattern] = items
+        elif key == "unsafe-fixes":
+            if not isinstance(value, bool):
+                raise ConfigError(f"{path}: 'unsafe-fixes' must be true or false, got {value!r}")
+            config.unsafe_fixes = value
+    return config
+
+
+def load_config(path: Path) -> ConfigFile:
+    """A configuration file named explicitly (``--config``)."""
+    data = _load_toml(path)
+    section = _section(path, data)
+    if section is None:
+        if path.name == "pyproject.toml":
+            return ConfigFile(path=path, root=path.parent.resolve())
+        section = data
+    return parse_config(path, section)
+
+
+def find_config_file(directory: Path) -> Path | None:
+    """The configuration file that governs ``directory``: the nearest one above it."""
+    for folder in (directory, *directory.parents):
+        for name in CONFIG_NAMES:
+            candidate = folder / name
+            if not candidate.is_file():
+                continue
+            if name == "pyproject.toml":
+                try:
+                    if _section(candidate, _load_toml(candidate)) is None:
+                        continue
+                except ConfigError:
+                    return candidate  # broken: let the loader report it
+            return candidate
+    return None
+
+
+def _matches(pattern: str, relative: str, name: str) -> bool:
+    if "/" not in pattern.rstrip("/"):
+        return fnmatch.fnmatchcase(name, pattern.rstrip("/"))
+    pattern = pattern.strip("/")
+    return fnmatch.fnmatchcase(relative, pattern) or fnmatch.fnmatchcase(relative, pattern + "/*")
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+class Settings:
+    """Resolves, per file, which rules run with which options, and what is excluded."""
+
+    def __init__(
+        self,
+        overrides: Overrides | None = None,
+        *,
+        config_path: Path | None = None,
+        isolated: bool = False,
+    ) -> None:
+        self.overrides = overrides or Overrides()
+        self.isolated = isolated
+        self.errors: list[str] = []
+        self._fixed: ConfigFile | None = None
+        self._by_dir: dict[Path, ConfigFile] = {}
+        self._by_file: dict[Path, ConfigFile] = {}
+        self._file_settings: dict[tuple[Path | None, tuple[str, ...]], FileSettings] = {}
+        self._validate_overrides()
+        if config_path is not None:
+            self._fixed = load_config(config_path)
+        elif isolated:
+            self._fixed = ConfigFile()
+
+    def _validate_overrides(self) -> None:
+        o = self.overrides
+        for key, values in (
+            ("--select", o.select or []),
+            ("--extend-select", o.extend_select),
+            ("--ignore", o.ignore),
+        ):
+            _check_selectors("command line", key, values)
+
+    # Which configuration governs a path -----------------------------------------------------
+    def config_for(self, path: Path) -> ConfigFile:
+        if self._fixed is not None:
+            return self._fixed
+        directory = path if path.is_dir() else path.parent
+        directory = directory.resolve() if str(directory) else Path.cwd()
+        found = self._by_dir.get(directory)
+        if found is not None:
+            return found
+        config_file = find_config_file(directory)
+        if config_file is None:
+            config = ConfigFile(root=Path.cwd())
+        elif config_file in self._by_file:
+            config = self._by_file[config_file]
+        else:
+            try:
+                config = load_config(config_file)
+            except ConfigError as error:
+                self.errors.append(str(error))
+                config = ConfigFile(path=config_file, root=config_file.parent.resolve())
+            self._by_file[config_file] = config
+        self._by_dir[directory] = config
+        return config
+
+    def check_config(self, paths: Sequence[Path]) -> None:
+        """Load the configuration of each target now, so its errors come first."""
+        for path in paths:
+            self.config_for(path)
+
+    # Exclusion ------------------------------------------------------------------------------
+    def excluded(self, path: Path) -> bool:
+        config = self.config_for(path)
+        o = self.overrides
+        if o.exclude is not None:
+            patterns = list(o.exclude)
+        elif config.exclude is not None:
+            patterns = list(config.exclude)
+        else:
+            patterns = list(DEFAULT_EXCLUDES)
+        patterns += config.extend_exclude + o.extend_exclude
+        relative = _relative(path, config.root)
+        return any(_matches(p, relative, path.name) for p in patterns)
+
+    # Rules ----------------------------------------------------------------------------------
+    def for_file(self, path: Path | None) -> FileSettings:
+        config = self.config_for(path) if path is not None else (self._fixed or ConfigFile())
+        ignored_here: list[str] = []
+        if path is not None:
+            relative = _relative(path, config.root)
+            for source in (config.per_file_ignores, self.overrides.per_file_ignores):
+                for pattern, codes in source.items():
+                    if _matches(pattern, relative, path.name):
+                        ignored_here.extend(codes)
+        key = (config.path, tuple(sorted(ignored_here)))
+        cached = self._file_settings.get(key)
+        if cached is None:
+            cached = self._resolve(config, ignored_here)
+            self._file_settings[key] = cached
+        return cached
+
+    def _resolve(self, config: ConfigFile, extra_ignores: Sequence[str]) -> FileSettings:
+        o = self.overrides
+        codes = registry.default_codes()
+        for select, extend, ignore in (
+            (config.select, config.extend_select, config.ignore),
+            (o.select, o.extend_select, o.ignore),
+        ):
+            if select is not None:
+                codes = registry.expand_all(select)
+            codes |= registry.expand_all(extend)
+            codes -= registry.expand_all(ignore)
+        ignored = set(registry.expand_all(config.ignore)) | set(registry.expand_all(o.ignore))
+        extra = registry.expand_all(extra_ignores)
+        codes -= extra
+        ignored |= extra
+        # ema-lint's own errors (EMA9xx) ignore ``select``: they are dropped only if ignored.
+        ignored_final = frozenset(ignored)
+        rules: tuple[type[Rule], ...] = tuple(
+            registry.by_code()[c] for c in sorted(codes) if not registry.is_internal(c)
+        )
+        options: dict[str, dict[str, Any]] = {}
+        for name, values in config.rule_options.items():
+            options.setdefault(name, {}).update(values)
+        for name, values in o.rule_options.items():
+            options.setdefault(name, {}).update(values)
+        unsafe = o.unsafe_fixes if o.unsafe_fixes is not None else bool(config.unsafe_fixes)
+        return FileSettings(
+            rules=rules,
+            options=options,
+            noqa=o.noqa,
+            unsafe_fixes=unsafe,
+            prefilter=o.prefilter,
+            ignored=ignored_final,
+        )
+
+
+def parse_rule_option(text: str) -> tuple[str, str, str]:
+    """``RULE.OPTION=VALUE`` from the command line -> (rule name, option, raw value)."""
+    head, sep, value = text.partition("=")
+    rule_text, dot, option = head.rpartition(".")
+    if not sep or not dot:
+        raise ConfigError(f"--option expects RULE.OPTION=VALUE, got {text!r}")
+    rule = registry.lookup(rule_text)
+    if rule is None:
+        raise ConfigError(f"--option: unknown rule {rule_text!r}")
+    return rule.name, option, value
+
+
+def env_flag(name: str) -> bool:
+    return bool(os.environ.get(name))

@@ -1,0 +1,418 @@
+"""One file in, findings (and fixed text) out.
+
+The way through: pre-filter the bytes; parse once; walk once (the index); instantiate the
+enabled rules and dispatch their visit methods over the indexed nodes; compute positions
+only for what was reported; drop what ``# noqa`` silences. Fixing repeats lint + apply until
+nothing more applies, re-parsing each result, and never lets a fix that breaks the file
+through. Errors of ema-lint itself become EMA90x findings; the rest of the file, and of the
+run, goes on.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import tokenize
+import traceback
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from io import BytesIO
+from typing import Any
+
+import libcst as cst
+
+from .analysis.context import FileContext
+from .diagnostics import Applicability, Diagnostic, Fix, Position
+from .fixer import apply_fixes, fix_span, text_edit
+from .noqa import NoqaFilter, file_is_suppressed
+from .positions import LineIndex, PositionTable
+from .prefilter import PreFilter
+from .registry import by_code
+from .rule import PendingReport, Rule
+
+MAX_FIX_PASSES = 10
+
+
+@dataclass(frozen=True)
+class FileSettings:
+    """What to run on one file: the enabled rules (after per-file ignores) and their options."""
+
+    rules: tuple[type[Rule], ...]
+    options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    noqa: bool = True
+    unsafe_fixes: bool = False
+    prefilter: bool = True
+    # Codes ignored for this file; EMA9xx errors are dropped only when listed here.
+    ignored: frozenset[str] = frozenset()
+
+    def visitor_rules(self) -> tuple[type[Rule], ...]:
+        return tuple(r for r in self.rules if not getattr(r, "internal", False))
+
+    def allows(self, fix: Fix) -> bool:
+        return fix.applicability is Applicability.SAFE or self.unsafe_fixes
+
+
+@dataclass(eq=False)
+class Analysis:
+    """The state of one lint of one text: kept so the fixer can act on the same nodes."""
+
+    path: str
+    data: bytes | str
+    diagnostics: list[Diagnostic]
+    module: cst.Module | None = None
+    context: FileContext | None = None
+    positions: PositionTable | None = None
+    parsed: bool = False
+
+
+@dataclass(eq=False)
+class FixOutcome:
+    """The result of fixing one text."""
+
+    path: str
+    original: bytes | str
+    fixed: bytes | str
+    diagnostics: list[Diagnostic]  # what is left after fixing, plus fix errors
+    applied: int = 0
+
+    @property
+    def changed(self) -> bool:
+        return self.fixed != self.original
+
+
+_PREFILTERS: dict[tuple[type[Rule], ...], PreFilter] = {}
+
+
+def _prefilter_for(rules: tuple[type[Rule], ...]) -> PreFilter:
+    found = _PREFILTERS.get(rules)
+    if found is None:
+        found = _PREFILTERS[rules] = PreFilter(rules)
+    return found
+
+
+def _internal(code: str, path: str, message: str, line: int = 1, column: int = 1) -> Diagnostic:
+    rule = by_code()[code]
+    position = Position(max(line, 1), max(column, 1))
+    return Diagnostic(code, rule.name, message, path, position, position)
+
+
+def _parse_error(path: str, data: bytes | str, error: BaseException) -> Diagnostic:
+    if isinstance(error, cst.ParserSyntaxError):
+        # Python's own message is clearer ("'(' was never closed"); libcst's lists tokens.
+        python = _python_syntax_error(data)
+        if python is not None:
+            message, line, column = python
+            return _internal("EMA901", path, f"cannot parse: {message}", line, column)
+        text = _one_line(error)
+        found = re.search(r"error at (\d+):(\d+): (.*)", str(error.message))
+        line, column = error.raw_line, error.raw_column + 1
+        if found:
+            line, column, text = int(found.group(1)), int(found.group(2)), found.group(3)
+        if len(text) > 100:
+            text = text[:97] + "..."
+        return _internal("EMA901", path, f"cannot parse: {text}", line, column)
+    if isinstance(error, RecursionError):
+        return _internal("EMA901", path, "cannot parse: expressions nested too deeply")
+    if isinstance(error, (UnicodeDecodeError, SyntaxError, LookupError)):
+        decoding = _decoding_error(data)
+        if decoding is not None:
+            return decoding_error_diagnostic(path, *decoding)
+        return _internal("EMA901", path, f"cannot decode: {_one_line(error)}")
+    return _internal("EMA901", path, f"cannot parse: {type(error).__name__}: {_one_line(error)}")
+
+
+def _decoding_error(data: bytes | str) -> tuple[str, int, int, str] | None:
+    """(encoding, line, column, reason) of the first undecodable byte, if any."""
+    if not isinstance(data, bytes):
+        return None
+    try:
+        encoding, _ = tokenize.detect_encoding(BytesIO(data).readline)
+    except SyntaxError as error:
+        if "unknown encoding" in str(error):
+            return ("the declared encoding", 1, 1, _one_line(error))
+        encoding = "utf-8"  # no usable cookie: Python reads the file as UTF-8
+    try:
+        data.decode(encoding)
+    except UnicodeDecodeError as error:
+        before = data[: error.start]
+        line = before.count(b"\n") + 1
+        column = error.start - (before.rfind(b"\n") + 1) + 1
+        return (encoding, line, column, f"byte 0x{data[error.start]:02x} is not valid here")
+    except LookupError:
+        return (encoding, 1, 1, "unknown encoding")
+    return None
+
+
+def decoding_error_diagnostic(
+    path: str, encoding: str, line: int, column: int, reason: str
+) -> Diagnostic:
+    return _internal("EMA901", path, f"cannot decode as {encoding}: {reason}", line, column)
+
+
+def _python_syntax_error(data: bytes | str) -> tuple[str, int, int] | None:
+    try:
+        compile(data, "<file>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as error:
+        return (error.msg or "invalid syntax", error.lineno or 1, error.offset or 1)
+    except (ValueError, RecursionError, MemoryError):
+        return None
+    return None
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
+
+
+def _file_noqa(data: bytes | str) -> bool:
+    if isinstance(data, bytes):
+        if b"ema-lint" not in data:
+            return False
+        try:
+            encoding, _ = tokenize.detect_encoding(BytesIO(data).readline)
+            data = data.decode(encoding, "replace")
+        except (SyntaxError, LookupError):
+            data = data.decode("utf-8", "replace")
+    return file_is_suppressed(data)
+
+
+def analyze(data: bytes | str, path: str, settings: FileSettings) -> Analysis:
+    """Lint one text (bytes honour the encoding cookie and BOM)."""
+    rules = settings.visitor_rules()
+    analysis = Analysis(path, data, [])
+    if settings.prefilter and not _prefilter_for(rules).matches(data):
+        return analysis
+    if settings.noqa and _file_noqa(data):
+        return analysis
+    try:
+        module = cst.parse_module(data)
+    except Exception as error:
+        diagnostic = _parse_error(path, data, error)
+        analysis.diagnostics = [] if "EMA901" in settings.ignored else [diagnostic]
+        return analysis
+    analysis.module = module
+    analysis.parsed = True
+    try:
+        ctx = FileContext(module, path)
+    except RecursionError as error:
+        analysis.diagnostics = [_parse_error(path, data, error)]
+        return analysis
+    analysis.context = ctx
+    pending, crashes = _run_rules(ctx, rules, settings.options)
+    diagnostics = [] if "EMA902" in settings.ignored else crashes
+    if pending:
+        diagnostics.extend(_place(ctx, pending, analysis, settings))
+    diagnostics.sort(key=Diagnostic.sort_key)
+    analysis.diagnostics = diagnostics
+    return analysis
+
+
+def _run_rules(
+    ctx: FileContext,
+    rules: Sequence[type[Rule]],
+    options: Mapping[str, Mapping[str, Any]],
+) -> tuple[list[PendingReport], list[Diagnostic]]:
+    pending: list[PendingReport] = []
+    crashes: list[Diagnostic] = []
+    for rule_cls in rules:
+        rule = rule_cls(ctx, options.get(rule_cls.name))
+        try:
+            for node_type, method_name in rule_cls.visited_types().items():
+                nodes = ctx.nodes(node_type)
+                if not nodes:
+                    continue
+                method = getattr(rule, method_name)
+                for node in nodes:
+                    method(node)
+            rule.finish()
+        except Exception as error:
+            frame = traceback.extract_tb(error.__traceback__)[-1]
+            where = f" at {frame.filename.rsplit('/', 1)[-1]}:{frame.lineno}" if frame else ""
+            crashes.append(
+                _internal(
+                    "EMA902",
+                    ctx.path,
+                    f"rule {rule_cls.code} ({rule_cls.name}) crashed on this file: "
+                    f"{type(error).__name__}: {_one_line(error)}{where}; please report this bug",
+                )
+            )
+            continue
+        pending.extend(rule.reports)
+    return pending, crashes
+
+
+def _place(
+    ctx: FileContext,
+    pending: Sequence[PendingReport],
+    analysis: Analysis,
+    settings: FileSettings,
+) -> list[Diagnostic]:
+    """Positions for the reported nodes, then noqa."""
+    index = ctx.index
+    wanted: list[cst.CSTNode] = []
+    statements: dict[int, cst.CSTNode | None] = {}
+    for report in pending:
+        wanted.append(report.node)
+        statement = index.statement(report.node)
+        statements[id(report.node)] = statement
+        if statement is not None:
+            wanted.append(statement)
+        if report.fix is not None:
+            wanted.extend(e.target for e in report.fix.edits if e.target is not None)
+    positions = PositionTable(ctx.module, wanted)
+    analysis.positions = positions
+    noqa = NoqaFilter(positions.lines) if settings.noqa else None
+    result: list[Diagnostic] = []
+    seen: set[tuple[str, int, int, str]] = set()
+    for report in pending:
+        rule = report.rule
+        start, end = positions.range(report.node)
+        statement = statements[id(report.node)]
+        statement_line = positions.range(statement)[0].line if statement is not None else None
+        if noqa is not None and noqa.suppressed(rule.code, rule.name, start.line, statement_line):
+            continue
+        key = (rule.code, start.line, start.column, report.message)
+        if key in seen:
+            continue
+        seen.add(key)
+        result.append(
+            Diagnostic(
+                rule.code,
+                rule.name,
+                report.message,
+                ctx.path,
+                start,
+                end,
+                fix=report.fix,
+                statement_line=statement_line,
+            )
+        )
+    return result
+
+
+def lint(data: bytes | str, path: str, settings: FileSettings) -> list[Diagnostic]:
+    """The findings of one text."""
+    return analyze(data, path, settings).diagnostics
+
+
+# Fixing ------------------------------------------------------------------------------------
+def _encode(module: cst.Module, like: bytes | str) -> bytes | str:
+    return module.bytes if isinstance(like, bytes) else module.code
+
+
+def _parses(data: bytes | str) -> bool:
+    try:
+        cst.parse_module(data)
+    except Exception:
+        return False
+    return True
+
+
+def _choose(diagnostics: Sequence[Diagnostic], positions: PositionTable) -> list[Diagnostic]:
+    """Fixable findings whose edits do not overlap, in source order."""
+    chosen: list[Diagnostic] = []
+    taken: list[tuple[int, int]] = []
+    for diagnostic in diagnostics:
+        assert diagnostic.fix is not None
+        span = fix_span(diagnostic.fix, positions)
+        if span is not None and any(span[0] <= e and s <= span[1] for s, e in taken):
+            continue
+        if span is not None:
+            taken.append(span)
+        chosen.append(diagnostic)
+    return chosen
+
+
+def _fix_key(diagnostic: Diagnostic) -> tuple[str, str, int]:
+    return (diagnostic.code, diagnostic.message, diagnostic.line)
+
+
+def fix(data: bytes | str, path: str, settings: FileSettings) -> FixOutcome:
+    """Apply every allowed fix, re-linting until nothing more applies."""
+    original = data
+    applied = 0
+    rejected: set[tuple[str, str, int]] = set()
+    errors: list[Diagnostic] = []
+    analysis = analyze(data, path, settings)
+    for _ in range(MAX_FIX_PASSES):
+        if analysis.module is None or analysis.positions is None or analysis.context is None:
+            break
+        candidates = [
+            d
+            for d in analysis.diagnostics
+            if d.fix is not None and settings.allows(d.fix) and _fix_key(d) not in rejected
+        ]
+        if not candidates:
+            break
+        chosen = _choose(candidates, analysis.positions)
+        module, index = analysis.module, analysis.context.index
+        new_data = _encode(apply_fixes(module, index, [d.fix for d in chosen]), data)
+        if not _parses(new_data):
+            good: list[Diagnostic] = []
+            for diagnostic in chosen:
+                alone = _encode(apply_fixes(module, index, [diagnostic.fix]), data)
+                if _parses(alone):
+                    good.append(diagnostic)
+                else:
+                    rejected.add(_fix_key(diagnostic))
+                    errors.append(_fix_error(diagnostic))
+            chosen = good[:1]
+            if not chosen:
+                continue
+            new_data = _encode(apply_fixes(module, index, [d.fix for d in chosen]), data)
+        if new_data == data:
+            # A fix that changes nothing would loop forever: stop offering it.
+            rejected.update(_fix_key(d) for d in chosen)
+            continue
+        applied += len(chosen)
+        data = new_data
+        analysis = analyze(data, path, settings)
+    if "EMA903" in settings.ignored:
+        errors = []
+    diagnostics = sorted([*analysis.diagnostics, *errors], key=Diagnostic.sort_key)
+    return FixOutcome(path, original, data, diagnostics, applied)
+
+
+def _fix_error(diagnostic: Diagnostic) -> Diagnostic:
+    rule = by_code()["EMA903"]
+    return Diagnostic(
+        "EMA903",
+        rule.name,
+        f"the fix of {diagnostic.code} ({diagnostic.name}) would leave the file unparseable "
+        "and was not applied; please report this bug",
+        diagnostic.path,
+        diagnostic.start,
+        diagnostic.end,
+    )
+
+
+def attach_text_edits(analysis: Analysis) -> None:
+    """Render each fix as a text replacement (for JSON and SARIF output)."""
+    module = analysis.module
+    if module is None or analysis.context is None or analysis.positions is None:
+        return
+    old_text = analysis.positions.text
+    lines = analysis.positions.lines
+    for diagnostic in analysis.diagnostics:
+        if diagnostic.fix is None:
+            continue
+        try:
+            new_text = apply_fixes(module, analysis.context.index, [diagnostic.fix]).code
+        except Exception:
+            continue
+        edit = text_edit(old_text, new_text, lines)
+        diagnostic.text_edits = () if edit is None else (edit,)
+
+
+def source_lines(data: bytes | str) -> LineIndex:
+    """Lines of a text for display (decoded with its declared encoding)."""
+    if isinstance(data, bytes):
+        try:
+            encoding, _ = tokenize.detect_encoding(BytesIO(data).readline)
+            text = data.decode(encoding, "replace")
+        except (SyntaxError, LookupError):
+            text = data.decode("utf-8", "replace")
+        if text.startswith("\ufeff"):
+            text = text[1:]
+        return LineIndex(text)
+    return LineIndex(data)

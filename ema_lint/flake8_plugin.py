@@ -1,0 +1,101 @@
+"""The flake8 front end: the same engine and findings, in flake8's tuple contract.
+
+flake8 wants ``(line, column, "CODE message", type)`` with a 0-based column (it adds one
+when printing), so the column here is ema-lint's 1-based column minus one. Suppression is
+flake8's job (``# noqa``), so the engine runs with noqa off; selection by flake8's
+``--select`` happens after. The plugin reads the same configuration file as the command
+(``[tool.ema-lint]`` / ``ema-lint.toml``); its flags (``--<rule-name>-<option>``) and
+``--ema-lint-config`` win over it. Files that name no averaging API cost a byte scan only.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+from . import engine, registry
+from ._version import __version__
+from .config import ConfigError, Overrides, Settings
+from .rule import OptionError
+
+
+def _flag(rule_name: str, option: str) -> str:
+    return f"--{rule_name}-{option.replace('_', '-')}"
+
+
+def _dest(rule_name: str, option: str) -> str:
+    return f"ema_lint__{rule_name}__{option}".replace("-", "_")
+
+
+class EmaLintChecker:
+    name = "ema-lint"
+    version = __version__
+
+    _settings: ClassVar[Settings | None] = None
+    _reported_errors: ClassVar[set[str]] = set()
+
+    def __init__(self, tree: ast.AST, filename: str, lines: list[str]) -> None:
+        # ``tree`` is requested only so flake8 runs this plugin once per file; libcst
+        # parses the text itself.
+        self.filename = filename
+        self.lines = lines
+
+    @classmethod
+    def add_options(cls, parser: Any) -> None:
+        parser.add_option(
+            "--ema-lint-config",
+            default=None,
+            parse_from_config=True,
+            help="ema-lint configuration file to use (default: the nearest one)",
+        )
+        for rule in registry.all_rules():
+            for option in rule.options:
+                parser.add_option(
+                    _flag(rule.name, option.name),
+                    dest=_dest(rule.name, option.name),
+                    default=None,
+                    parse_from_config=True,
+                    comma_separated_list=option.type is list,
+                    help=f"ema-lint {rule.code}: {option.description} (default: {option.default})",
+                )
+
+    @classmethod
+    def parse_options(cls, options: Any) -> None:
+        rule_options: dict[str, dict[str, Any]] = {}
+        for rule in registry.all_rules():
+            for option in rule.options:
+                value = getattr(options, _dest(rule.name, option.name), None)
+                if value is None or value == []:
+                    continue
+                try:
+                    rule_options.setdefault(rule.name, {})[option.name] = option.parse(value)
+                except OptionError as error:
+                    raise ValueError(f"{_flag(rule.name, option.name)}: {error}") from None
+        config = getattr(options, "ema_lint_config", None)
+        overrides = Overrides(rule_options=rule_options, noqa=False)
+        try:
+            cls._settings = Settings(overrides, config_path=Path(config) if config else None)
+        except ConfigError as error:
+            raise ValueError(str(error)) from None
+
+    @classmethod
+    def _get_settings(cls) -> Settings:
+        if cls._settings is None:
+            cls._settings = Settings(Overrides(noqa=False))
+        return cls._settings
+
+    def run(self) -> Iterator[tuple[int, int, str, type]]:
+        settings = self._get_settings()
+        path = Path(self.filename) if self.filename not in ("stdin", "-") else None
+        file_settings = settings.for_file(path)
+        for error in settings.errors:
+            if error not in self._reported_errors:
+                self._reported_errors.add(error)
+                import sys
+
+                sys.stderr.write(f"ema-lint: error: {error}\n")
+        source = "".join(self.lines)
+        for d in engine.lint(source, self.filename, file_settings):
+            yield d.line, d.column - 1, f"{d.code} {d.message}", type(self)

@@ -1,0 +1,78 @@
+"""Suppression comments: ``# noqa``, ``# noqa: EMA101, EMA203`` and ``# ema-lint: noqa``.
+
+The line forms follow flake8's syntax, so one comment serves both front ends. A finding is
+suppressed by a comment on its own line or on the first line of the statement that holds it
+(for findings inside a multi-line call). Rule names are accepted as well as codes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .positions import LineIndex
+
+# flake8's own pattern, extended to accept kebab-case rule names.
+_NOQA = re.compile(
+    r"#\s*noqa\b(?::\s?(?P<codes>(?:[A-Za-z][A-Za-z0-9-]*[0-9A-Za-z](?:[,\s]+)?)+))?",
+    re.IGNORECASE,
+)
+_FILE_NOQA = re.compile(r"#\s*ema-lint\s*:\s*noqa\b(?!\s*:)", re.IGNORECASE)
+_SPLIT = re.compile(r"[,\s]+")
+
+
+@dataclass(frozen=True)
+class LineDirective:
+    """``None`` codes means a blanket ``# noqa``."""
+
+    codes: frozenset[str] | None
+
+
+def file_is_suppressed(text: str) -> bool:
+    """True if a comment line says ``# ema-lint: noqa``."""
+    if "ema-lint" not in text:
+        return False
+    for line in text.splitlines():
+        stripped = line.lstrip()
+        if stripped.startswith("#") and _FILE_NOQA.match(stripped):
+            return True
+    return False
+
+
+def line_directive(line: str) -> LineDirective | None:
+    if "noqa" not in line.lower():
+        return None
+    match = _NOQA.search(line)
+    if match is None:
+        return None
+    codes = match.group("codes")
+    if not codes:
+        return LineDirective(None)
+    return LineDirective(frozenset(c.upper() for c in _SPLIT.split(codes.strip()) if c))
+
+
+class NoqaFilter:
+    """Answers whether a finding is suppressed, caching each line's directive."""
+
+    def __init__(self, lines: LineIndex) -> None:
+        self.lines = lines
+        self._cache: dict[int, LineDirective | None] = {}
+
+    def _directive(self, line: int) -> LineDirective | None:
+        if line not in self._cache:
+            self._cache[line] = line_directive(self.lines.line_text(line))
+        return self._cache[line]
+
+    def suppressed(self, code: str, name: str, line: int, statement_line: int | None) -> bool:
+        for candidate in {line, statement_line or line}:
+            directive = self._directive(candidate)
+            if directive is None:
+                continue
+            if directive.codes is None:
+                return True
+            if code.upper() in directive.codes or name.upper() in directive.codes:
+                return True
+            # A prefix such as EMA1 silences the whole family, as in flake8.
+            if any(code.upper().startswith(c) for c in directive.codes if c.startswith("EMA")):
+                return True
+        return False

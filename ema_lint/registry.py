@@ -1,0 +1,99 @@
+"""Every rule, found by importing the modules of ``ema_lint.rules``, and selection by selector.
+
+A selector is ``ALL``, a code (``EMA101``), a code prefix (``EMA1``, ``EMA``) or a rule name
+(``ema-decay-out-of-range``); they are accepted wherever a code is.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+from collections.abc import Iterable
+from functools import cache
+
+from .rule import Rule
+
+_CODE = re.compile(r"^EMA\d{3}$")
+
+
+class UnknownSelector(ValueError):
+    pass
+
+
+@cache
+def all_rules() -> tuple[type[Rule], ...]:
+    """All rules, ordered by code."""
+    from . import rules as package
+
+    found: dict[str, type[Rule]] = {}
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        for value in vars(module).values():
+            if (
+                isinstance(value, type)
+                and issubclass(value, Rule)
+                and value is not Rule
+                and value.code
+                and value.__module__ == module.__name__
+            ):
+                if not _CODE.match(value.code):
+                    raise RuntimeError(f"rule {value.__name__} has a malformed code {value.code!r}")
+                other = found.get(value.code)
+                if other is not None and other is not value:
+                    raise RuntimeError(f"two rules share the code {value.code}")
+                found[value.code] = value
+    names = [r.name for r in found.values()]
+    if len(names) != len(set(names)):
+        raise RuntimeError("two rules share a name")
+    return tuple(found[code] for code in sorted(found))
+
+
+@cache
+def by_code() -> dict[str, type[Rule]]:
+    return {rule.code: rule for rule in all_rules()}
+
+
+@cache
+def by_name() -> dict[str, type[Rule]]:
+    return {rule.name: rule for rule in all_rules()}
+
+
+def lookup(code_or_name: str) -> type[Rule] | None:
+    """A rule by its code or name (case-insensitive code)."""
+    text = code_or_name.strip()
+    return by_code().get(text.upper()) or by_name().get(text.lower())
+
+
+def expand(selector: str) -> set[str]:
+    """The codes a selector stands for; raises UnknownSelector."""
+    text = selector.strip()
+    if not text:
+        return set()
+    if text.upper() == "ALL":
+        return set(by_code())
+    rule = by_name().get(text.lower())
+    if rule is not None:
+        return {rule.code}
+    upper = text.upper()
+    if re.fullmatch(r"EMA\d{0,3}", upper):
+        matched = {code for code in by_code() if code.startswith(upper)}
+        if matched:
+            return matched
+    raise UnknownSelector(f"unknown rule selector {selector!r}")
+
+
+def expand_all(selectors: Iterable[str]) -> set[str]:
+    codes: set[str] = set()
+    for selector in selectors:
+        codes |= expand(selector)
+    return codes
+
+
+def default_codes() -> set[str]:
+    return {rule.code for rule in all_rules() if rule.default_enabled}
+
+
+def is_internal(code: str) -> bool:
+    """EMA9xx: ema-lint's own errors, not findings of a visitor."""
+    return code.startswith("EMA9")

@@ -1,0 +1,154 @@
+"""The shape of a rule: metadata as class attributes, visitor methods, one ``report`` call.
+
+A rule module defines one ``Rule`` subclass. The engine calls its ``visit_<Node>`` methods
+(``visit_Call``, ``visit_For``...) for every node of that libcst type, in document order,
+after the module's shared facts are available through ``self.ctx``; then ``finish()``.
+Rules see no ``leave_`` events: nesting questions go to the index (``ctx.index.enclosing``)
+and to the shared analysis providers.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import libcst as cst
+
+from .analysis.context import FileContext
+from .diagnostics import Applicability, Fix, FixAvailability
+
+
+class OptionError(ValueError):
+    """A rule option with a value of the wrong type or out of its domain."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """A setting of one rule, from ``[tool.ema-lint.<rule-name>]`` or a flake8 flag."""
+
+    name: str
+    type: type  # float, int, bool, str or list (of str)
+    default: Any
+    description: str
+
+    def parse(self, value: Any) -> Any:
+        """Validate a value from TOML (typed) or from the command line (a string)."""
+        kind = self.type
+        if isinstance(value, str) and kind is not str:
+            value = self._from_text(value)
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if kind is list:
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise OptionError(f"expected a list of strings, got {value!r}")
+            return list(value)
+        if kind in (int, float) and isinstance(value, bool):
+            raise OptionError(f"expected a {kind.__name__}, got {value!r}")
+        if not isinstance(value, kind):
+            raise OptionError(f"expected a {kind.__name__}, got {value!r}")
+        return value
+
+    def _from_text(self, text: str) -> Any:
+        kind = self.type
+        try:
+            if kind is bool:
+                lowered = text.strip().lower()
+                if lowered in ("1", "true", "yes", "on"):
+                    return True
+                if lowered in ("0", "false", "no", "off"):
+                    return False
+                raise ValueError(text)
+            if kind is list:
+                return [part.strip() for part in text.split(",") if part.strip()]
+            return kind(text)
+        except ValueError:
+            raise OptionError(f"expected a {kind.__name__}, got {text!r}") from None
+
+
+@dataclass(eq=False)
+class PendingReport:
+    """A finding before positions are known."""
+
+    rule: Rule
+    node: cst.CSTNode
+    message: str
+    fix: Fix | None
+
+
+class Rule:
+    """Base class of every rule. Subclasses set the class attributes below."""
+
+    code: ClassVar[str] = ""
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    default_enabled: ClassVar[bool] = True
+    fix_availability: ClassVar[FixAvailability] = FixAvailability.NONE
+    # The applicability of the fixes this rule usually offers (None when it has no fix).
+    fix_applicability: ClassVar[Applicability | None] = None
+    # Byte strings of which a file must contain at least one for this rule to find anything.
+    triggers: ClassVar[tuple[bytes, ...]] = ()
+    # Analysis providers the rule reads (documentation of what it costs; built lazily).
+    requires: ClassVar[tuple[type, ...]] = ()
+    options: ClassVar[tuple[Option, ...]] = ()
+
+    def __init__(self, ctx: FileContext, settings: Mapping[str, Any] | None = None) -> None:
+        self.ctx = ctx
+        self.settings: dict[str, Any] = {o.name: o.default for o in self.options}
+        if settings:
+            self.settings.update(settings)
+        self.reports: list[PendingReport] = []
+
+    def report(self, node: cst.CSTNode, message: str, fix: Fix | None = None) -> None:
+        """Record a finding on ``node`` (its range is the finding's range)."""
+        self.reports.append(PendingReport(self, node, message, fix))
+
+    def finish(self) -> None:
+        """Called once after every visit method has run; for whole-module checks."""
+
+    # Introspection used by the engine and the docs -----------------------------------------
+    @classmethod
+    def visited_types(cls) -> dict[type, str]:
+        """libcst node classes this rule visits, mapped to the method name."""
+        found: dict[type, str] = {}
+        for attr in dir(cls):
+            if attr.startswith("visit_"):
+                node_type = getattr(cst, attr[len("visit_") :], None)
+                if isinstance(node_type, type) and issubclass(node_type, cst.CSTNode):
+                    found[node_type] = attr
+        return found
+
+    @classmethod
+    def documentation(cls) -> str:
+        return inspect.cleandoc(cls.__doc__ or "")
+
+    @classmethod
+    def option(cls, name: str) -> Option:
+        for option in cls.options:
+            if option.name == name:
+                return option
+        raise KeyError(name)
+
+
+def rule_options_from(rule: type[Rule], values: Mapping[str, Any]) -> dict[str, Any]:
+    """Validated options for ``rule``; raises OptionError naming the bad key."""
+    parsed: dict[str, Any] = {}
+    names = {o.name: o for o in rule.options}
+    for key, value in values.items():
+        option = names.get(key)
+        if option is None:
+            known = ", ".join(sorted(names)) or "none"
+            raise OptionError(f"unknown option {key!r} for {rule.name} (known: {known})")
+        try:
+            parsed[key] = option.parse(value)
+        except OptionError as error:
+            raise OptionError(f"{rule.name}.{key}: {error}") from None
+    return parsed
+
+
+def all_visited_types(rules: Sequence[Rule]) -> set[type]:
+    types: set[type] = set()
+    for rule in rules:
+        types.update(type(rule).visited_types())
+    return types

@@ -1,0 +1,1 @@
+"""One module per rule; ``ema_lint.registry`` imports them all."""
