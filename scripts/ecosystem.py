@@ -80,7 +80,10 @@ def relative_path(path: str, root: Path, cwd: Path) -> str:
         return p.as_posix()
 
 
-def parses(source: bytes) -> bool:
+def parses(source: bytes, name: str = "x.py") -> bool:
+    """True if a Python file (or every code cell of a notebook) parses with ast.parse."""
+    if name.endswith(".ipynb"):
+        return notebook_parses(source)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # SyntaxWarning for odd escapes is no failure
         try:
@@ -88,6 +91,27 @@ def parses(source: bytes) -> bool:
         except (SyntaxError, ValueError):
             return False
     return True
+
+
+def notebook_parses(source: bytes) -> bool:
+    """A notebook is valid JSON and its code cells parse (IPython magics and shell lines
+    are blanked first)."""
+    try:
+        cells = json.loads(source).get("cells", [])
+    except (ValueError, AttributeError):
+        return False
+    for cell in cells:
+        if cell.get("cell_type") != "code":
+            continue
+        text = cell.get("source", "")
+        text = "".join(text) if isinstance(text, list) else str(text)
+        lines = ["" if line.lstrip().startswith(("%", "!")) else line for line in text.splitlines()]
+        if not parses("\n".join(lines).encode()):
+            return False
+    return True
+
+
+SNAPSHOT_SUFFIXES = (".py", ".ipynb")
 
 
 @dataclass
@@ -116,7 +140,7 @@ def render(reports: Sequence[PackageReport]) -> list[str]:
         codes = Counter(f[3] for f in r.findings)
         detail = ", ".join(f"{c} {n}" for c, n in sorted(codes.items()))
         out.append(
-            f"{r.name}: {r.files} files, {len(r.findings)} findings"
+            f"{r.name}: {r.files} .py files, {len(r.findings)} findings"
             + (f" ({detail})" if detail else "")
         )
         for c, n in codes.items():
@@ -197,7 +221,10 @@ def run_json(ema_lint: list[str], args: list[str], cwd: Path) -> tuple[dict, str
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in corpus.iter_files(root)}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in corpus.iter_files(root, SNAPSHOT_SUFFIXES)
+    }
 
 
 def check_package(
@@ -238,9 +265,9 @@ def check_package(
         if before.get(path) == data:
             continue
         report.fixed_files.append(path)
-        if not parses(before.get(path, b"")):
+        if not parses(before.get(path, b""), path):
             report.not_checked.append(path)
-        elif not parses(data):
+        elif not parses(data, path):
             report.broken_by_fix.append(path)
     doc, err = run_json(ema_lint, fix, copy)
     report.fix_errors += [err] if err else []

@@ -282,7 +282,7 @@ def test_report_lists_findings_and_fails_on_internal_errors():
     bad.findings = [("x.py", 1, 1, "EMA902", "rule crashed")]
     bad.not_idempotent = ["x.py"]
     text = ecosystem.render([ok, bad])
-    assert "timm-1.0: 3 files, 1 findings (EMA101 1)" in text
+    assert "timm-1.0: 3 .py files, 1 findings (EMA101 1)" in text
     assert "EMA101: 1 (timm-1.0 1)" in text
     assert "timm-1.0/timm/ema.py:4:1: EMA101 decay 0.5 is out of range" in text
     assert "FAIL demo-0.1/x.py:1:1: EMA902 rule crashed" in text
@@ -296,3 +296,14 @@ def test_relative_path_and_parse_check(tmp_path):
     assert ecosystem.relative_path(str(tmp_path / "c.py"), tmp_path, tmp_path) == "c.py"
     assert ecosystem.parses(b"x = 1\n")
     assert not ecosystem.parses(b"def (:\n")
+
+
+def test_notebook_parse_check_skips_magics_and_markdown():
+    good = (
+        b'{"cells": [{"cell_type": "code", "source": ["%matplotlib inline\\n", "x = 1\\n"]},'
+        b' {"cell_type": "markdown", "source": "def (:"}]}'
+    )
+    assert ecosystem.parses(good, "nb.ipynb")
+    bad = b'{"cells": [{"cell_type": "code", "source": "def (:"}]}'
+    assert not ecosystem.parses(bad, "nb.ipynb")
+    assert not ecosystem.parses(b"not json", "nb.ipynb")
