@@ -50,7 +50,7 @@ LIBCST = "libcst==1.9.0"
 
 DEFAULT_REPEAT = 3
 SLOW_SECONDS = 150.0  # a tool whose first run takes longer is not repeated
-SAMPLE_INTERVAL = 0.05  # seconds between samples of the child tree's RSS
+SAMPLE_INTERVAL = 0.1  # seconds between samples of the child tree's RSS
 QUICK_FILES_PER_PACKAGE = 3
 QUICK_MAX_LINES = 400
 OTHER = (".ipynb", ".yaml", ".yml")
@@ -76,28 +76,24 @@ class Run:
         return max(self.maxrss_mb, self.tree_mb)
 
 
-def _ppid_map() -> dict[int, list[int]]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+def _children(pid: int) -> list[int]:
+    """Direct children of pid from /proc/PID/task/*/children (Linux)."""
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tasks:
         try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                stat = fh.read()
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as fh:
+                out += [int(x) for x in fh.read().split()]
         except OSError:
             continue
-        # the command name may contain spaces and parentheses: split after the last ')'
-        rest = stat[stat.rfind(b")") + 2 :].split()
-        children.setdefault(int(rest[1]), []).append(int(entry))
-    return children
+    return out
 
 
 def tree_rss_bytes(root: int) -> int:
     """Sum of RSS over root and all its descendants (Linux /proc), 0 if unavailable."""
-    try:
-        children = _ppid_map()
-    except OSError:
-        return 0
     page = os.sysconf("SC_PAGE_SIZE")
     total, stack, seen = 0, [root], set()
     while stack:
@@ -109,8 +105,8 @@ def tree_rss_bytes(root: int) -> int:
             with open(f"/proc/{pid}/statm", "rb") as fh:
                 total += int(fh.read().split()[1]) * page
         except (OSError, IndexError, ValueError):
-            pass
-        stack.extend(children.get(pid, ()))
+            continue
+        stack.extend(_children(pid))
     return total
 
 
@@ -711,7 +707,11 @@ def evaluate_targets(results: dict[tuple[str, str], Result]) -> list[Target]:
     name = "whole corpus cold within 5x of ruff --select E9,F --no-cache"
     if ema and ruff:
         targets.append(check_upper(name, ema.median, 5 * ruff.median, " s", "ema-lint"))
-        targets[-1].detail += f"; ratio {ema.median / ruff.median:.1f}x ruff"
+        targets[
+            -1
+        ].detail += (
+            f"; ratio {ema.median / ruff.median:.1f}x ruff (CPU time: {cpu_ratio(ema, ruff)})"
+        )
     else:
         targets.append(Target(name, "n/a", "needs ema-lint and ruff"))
     for tid, label in (("torchfix", "TorchFix standalone"), ("fixit", "fixit lint")):
@@ -727,13 +727,20 @@ def evaluate_targets(results: dict[tuple[str, str], Result]) -> list[Target]:
                 else f"{50 / speedup:.1f}x short"
             )
             where = "on the sample" if view == "sample" else "on the whole corpus"
-            targets.append(Target(name, status, f"speed-up {speedup:.1f}x {where} ({how})"))
+            targets.append(
+                Target(
+                    name,
+                    status,
+                    f"speed-up {speedup:.1f}x {where} ({how}; CPU time: {cpu_ratio(other, mine)})",
+                )
+            )
         else:
             targets.append(Target(name, "n/a", f"needs ema-lint and {label}"))
     warm, ruff_warm = get("ema-lint-warm"), get("ruff-warm")
     name = "warm cache within 2x of ruff with its cache"
     if warm and ruff_warm:
         targets.append(check_upper(name, warm.median, 2 * ruff_warm.median, " s", "ema-lint warm"))
+        targets[-1].detail += f" (CPU time: {cpu_ratio(warm, ruff_warm)} ruff's)"
     else:
         targets.append(Target(name, "n/a", "needs ema-lint --cache-dir and ruff"))
     dense = get("ema-lint-j1", "dense") or get("ema-lint-cold", "dense")
@@ -742,6 +749,7 @@ def evaluate_targets(results: dict[tuple[str, str], Result]) -> list[Target]:
     if dense and floor:
         ratio = dense.median / floor.median
         targets.append(check_upper(name, ratio, 1.5, "x", "ratio"))
+        targets[-1].detail += f" (CPU time: {cpu_ratio(dense, floor)})"
     else:
         targets.append(Target(name, "n/a", "needs ema-lint and the libcst floor"))
     with_plugin, without = get("flake8-F+ema"), get("flake8-F")
@@ -762,6 +770,11 @@ def evaluate_targets(results: dict[tuple[str, str], Result]) -> list[Target]:
     else:
         targets.append(Target(name, "n/a", "needs ema-lint"))
     return targets
+
+
+def cpu_ratio(a: Result, b: Result) -> str:
+    """a's median CPU time over b's, as text."""
+    return f"{a.cpu / b.cpu:.1f}x" if b.cpu > 0 else "-"
 
 
 SLOW_TOOLS = ("torchfix", "torchfix-flake8", "fixit")
@@ -1125,7 +1138,7 @@ def render_report(
         "Wall time is measured around each child process (`time.perf_counter`). CPU s = user +"
         " system time of the child's tree (`os.wait4`). Peak MB = the larger of the child's"
         " `ru_maxrss` (largest single process of the tree, `os.wait4`) and the largest sampled"
-        " sum of RSS over the child's process tree (every 50 ms from /proc). Each tool runs once"
+        " sum of RSS over the child's process tree (every 100 ms from /proc). Each tool runs once"
         " untimed on one file first (bytecode, page cache).",
         "",
     ]
