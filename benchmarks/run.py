@@ -752,7 +752,8 @@ def evaluate_targets(results: dict[tuple[str, str], Result]) -> list[Target]:
         targets[-1].detail += f" (CPU time: {cpu_ratio(dense, floor)})"
     else:
         targets.append(Target(name, "n/a", "needs ema-lint and the libcst floor"))
-    with_plugin, without = get("flake8-F+ema"), get("flake8-F")
+    f8_view = "sample" if ("flake8-F", "sample") in results else "main"
+    with_plugin, without = get("flake8-F+ema", f8_view), get("flake8-F", f8_view)
     name = "flake8 plugin adds <= 10% to flake8 --select F"
     if with_plugin and without:
         overhead = (with_plugin.median - without.median) / without.median * 100
@@ -780,15 +781,23 @@ def cpu_ratio(a: Result, b: Result) -> str:
 SLOW_TOOLS = ("torchfix", "torchfix-flake8", "fixit")
 
 
-def build_plan(tool_ids: Sequence[str], slow_on: str) -> list[tuple[str, str]]:
-    """(tool id, view) pairs to time, in order. slow_on: "sample" or "main"."""
+def build_plan(
+    tool_ids: Sequence[str], slow_on: str, sample_tools: Sequence[str] = SLOW_TOOLS
+) -> list[tuple[str, str]]:
+    """(tool id, view) pairs to time, in order.
+
+    slow_on "sample": the sample_tools lint the sample instead of the whole corpus, and
+    ema-lint and the libcst floor lint the sample too, for the ratios. slow_on "main":
+    everything lints the whole corpus.
+    """
     ids = list(tool_ids)
-    plan = [(t, "main") for t in ids if t not in SLOW_TOOLS or slow_on == "main"]
+    on_sample = [t for t in ids if t in sample_tools] if slow_on == "sample" else []
+    plan = [(t, "main") for t in ids if t not in on_sample]
     dense_ema = "ema-lint-j1" if "ema-lint-j1" in ids else "ema-lint-cold"
     plan += [(t, "dense") for t in (dense_ema, "libcst-parse") if t in ids]
-    slow = [t for t in ids if t in SLOW_TOOLS]
-    if slow and slow_on == "sample":
-        plan += [(t, "sample") for t in ("ema-lint-cold", "libcst-parse", *slow) if t in ids]
+    if on_sample:
+        extra = [t for t in ("ema-lint-cold", "libcst-parse") if t in ids and t not in on_sample]
+        plan += [(t, "sample") for t in (*extra, *on_sample)]
     return plan
 
 
@@ -806,9 +815,10 @@ SECTIONS = {
     "sample": (
         "Sample for the slow tools",
         "ema-lint-cold",
-        "TorchFix and fixit are about two orders of magnitude slower than the other tools, so"
-        " they lint a fixed sample of the corpus (every {step}th file in path order); ema-lint"
-        " and the libcst floor lint the same files for the ratio.",
+        "The tools named by --sample-tools ({sample_tools}) lint a fixed sample of the corpus"
+        " (every {step}th file in path order) instead of all of it, because they are too slow"
+        " for the whole corpus on this machine; ema-lint and the libcst floor lint the same"
+        " files for the ratios.",
     ),
 }
 
@@ -917,6 +927,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help=f"TorchFix and fixit lint every N-th file (default {SAMPLE_STEP})",
     )
     p.add_argument(
+        "--sample-tools",
+        default=",".join(SLOW_TOOLS),
+        help="tool groups or ids that lint the sample instead of the whole corpus"
+        f" (default {','.join(SLOW_TOOLS)})",
+    )
+    p.add_argument(
         "--slow-on-all",
         action="store_true",
         help="run TorchFix and fixit on the whole corpus too (hours on 2 cores)",
@@ -932,6 +948,7 @@ def main(argv: list[str] | None = None) -> int:
     cache_dir = (args.cache_dir or corpus.default_cache_dir()).resolve()
     cache_dir.mkdir(parents=True, exist_ok=True)
     selected = parse_tools(args.tools)
+    sample_tools = sorted(parse_tools(args.sample_tools))
     cpus = len(os.sched_getaffinity(0))
     notes: list[str] = []
     t_start = time.perf_counter()
@@ -982,7 +999,7 @@ def main(argv: list[str] | None = None) -> int:
         for stale in ("ema-lint-warm-cache", "ruff-warm-cache"):
             shutil.rmtree(cache_dir / stale, ignore_errors=True)
         slow_on = "main" if args.quick or args.slow_on_all else "sample"
-        plan = build_plan([t.id for t in tools], slow_on)
+        plan = build_plan([t.id for t in tools], slow_on, sample_tools)
         if any(t.id == "ruff-cold" for t in tools):
             notes.append(ruff_file_check(envs["ruff"], views["main"]))
         results = run_tools(tools, views, plan, repeat, workdir, log, args.slow_seconds)
@@ -996,7 +1013,8 @@ def main(argv: list[str] | None = None) -> int:
             if name == "main":
                 for env_name, err in unavailable.items():
                     table += f"\n| {env_name} | - | not available: {err[:150]} | | | | | | |"
-            sections.append((title, text.format(step=args.sample_step), views[name], table))
+            text = text.format(step=args.sample_step, sample_tools=", ".join(sample_tools))
+            sections.append((title, text, views[name], table))
     report = render_report(
         args=args,
         repeat=repeat,
@@ -1053,8 +1071,10 @@ def collect_versions(envs: dict[str, Env]) -> list[str]:
             continue
         if name == "ema-lint":
             ver = tool_version([env.bin("ema-lint"), "--version"])
+            commit = tool_version(["git", "-C", str(REPO_ROOT), "describe", "--always", "--dirty"])
             out.append(
-                f"- ema-lint: {ver}; libcst {python_package_version(env, 'libcst')}; "
+                f"- ema-lint: {ver} (checkout {commit}); "
+                f"libcst {python_package_version(env, 'libcst')}; "
                 f"flake8 {python_package_version(env, 'flake8')}"
             )
         elif name == "flake8":
