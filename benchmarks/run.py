@@ -758,10 +758,11 @@ def evaluate_targets(results: dict[tuple[str, str], Result]) -> list[Target]:
     if with_plugin and without:
         overhead = (with_plugin.median - without.median) / without.median * 100
         targets.append(check_upper(name, overhead, 10, "%", "overhead"))
-        targets[
-            -1
-        ].detail += (
-            f" ({with_plugin.median:.2f} s with ema-lint installed, {without.median:.2f} s without)"
+        cpu_overhead = (with_plugin.cpu - without.cpu) / without.cpu * 100 if without.cpu else 0
+        targets[-1].detail += (
+            f" ({with_plugin.median:.2f} s with ema-lint installed,"
+            f" {without.median:.2f} s without; CPU time overhead {cpu_overhead:.0f}%"
+            + ("; on the sample)" if f8_view == "sample" else ")")
         )
     else:
         targets.append(Target(name, "n/a", "needs flake8 with and without ema-lint"))
