@@ -5,7 +5,8 @@ when printing), so the column here is ema-lint's 1-based column minus one. Suppr
 flake8's job (``# noqa``), so the engine runs with noqa off; selection by flake8's
 ``--select`` happens after. The plugin reads the same configuration file as the command
 (``[tool.ema-lint]`` / ``ema-lint.toml``); its flags (``--<rule-name>-<option>``) and
-``--ema-lint-config`` win over it. Files that name no averaging API cost a byte scan only.
+``--ema-lint-config`` win over it. Files that hold no trigger of any rule (the union
+``PreFilter.default()``) cost one scan of their text and nothing else.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, ClassVar
 from . import engine, registry
 from ._version import __version__
 from .config import ConfigError, Overrides, Settings
+from .prefilter import PreFilter
 from .rule import OptionError
 
 
@@ -87,6 +89,11 @@ class EmaLintChecker:
         return cls._settings
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
+        # flake8 runs every installed plugin on every file, selected or not: a file that
+        # names nothing any rule looks for costs one scan of its text, nothing else.
+        source = "".join(self.lines)
+        if not PreFilter.default().matches(source):
+            return
         settings = self._get_settings()
         path = Path(self.filename) if self.filename not in ("stdin", "-") else None
         file_settings = settings.for_file(path)
@@ -96,6 +103,5 @@ class EmaLintChecker:
                 import sys
 
                 sys.stderr.write(f"ema-lint: error: {error}\n")
-        source = "".join(self.lines)
         for d in engine.lint(source, self.filename, file_settings):
             yield d.line, d.column - 1, f"{d.code} {d.message}", type(self)
