@@ -68,12 +68,15 @@ def _source_fingerprint() -> str:
 
 
 def _libcst_version() -> str:
+    # libcst is loaded anyway; importlib.metadata would scan every installed distribution.
     try:
-        from importlib.metadata import version
+        from libcst._version import __version__ as version
 
-        return version("libcst")
-    except Exception:  # pragma: no cover - a vendored libcst without metadata
-        return "unknown"
+        return str(version)
+    except Exception:  # pragma: no cover - a libcst without its private version module
+        from importlib.metadata import version as distribution_version
+
+        return distribution_version("libcst")
 
 
 def build_id() -> str:
@@ -320,7 +323,8 @@ class Cache:
                 path = os.path.join(directory, name)
                 with contextlib.suppress(OSError):
                     age_limit = now - 3600 if name.endswith(".tmp") else limit
-                    if name != _STAMP and os.stat(path).st_mtime < age_limit:
+                    keep = name in (_STAMP, StatIndex.NAME)
+                    if not keep and os.stat(path).st_mtime < age_limit:
                         os.unlink(path)
 
     def _prune_builds(self, now: float) -> None:
@@ -340,6 +344,77 @@ class Cache:
                     used = child.stat().st_mtime
             if used < limit:
                 shutil.rmtree(child, ignore_errors=True)
+
+
+class StatIndex:
+    """What each file held when last seen, by its stat signature: warm runs skip reading.
+
+    A file whose size, modification and change times and inode are as recorded still
+    holds the recorded content (as in ruff's and git's caches), so its verdict stands:
+    ``skip:<filter>`` (the pre-filter of that fingerprint found no trigger) or
+    ``sha:<hash>`` (its content hash, to look up in the cache). A file modified less than
+    ``RACY_SECONDS`` before it was read is not recorded: a second write within the
+    file system's timestamp granularity could otherwise leave the same signature.
+    """
+
+    RACY_SECONDS = 2.0
+    MAX_ENTRIES = 200_000
+    NAME = "stat-index.json"
+
+    def __init__(self, cache: Cache) -> None:
+        self.cache = cache
+        self.path = cache.root / self.NAME
+        self.entries: dict[str, list[Any]] = {}
+        self.dirty = False
+        try:
+            with open(self.path, "rb") as handle:
+                document = json.loads(handle.read())
+            if isinstance(document, dict) and document.get("format") == FORMAT:
+                entries = document.get("entries")
+                if isinstance(entries, dict):
+                    self.entries = entries
+        except (OSError, ValueError):
+            pass
+
+    @staticmethod
+    def signature(path: str) -> list[int] | None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+    def get(self, path: str, signature: list[int] | None) -> str | None:
+        if signature is None:
+            return None
+        entry = self.entries.get(path)
+        if not isinstance(entry, list) or len(entry) != 2 or entry[0] != signature:
+            return None
+        verdict = entry[1]
+        return verdict if isinstance(verdict, str) else None
+
+    def record(self, path: str, signature: list[int] | None, verdict: str) -> None:
+        if signature is None:
+            return
+        newest = max(signature[1], signature[2]) / 1e9
+        if time.time() - newest < self.RACY_SECONDS:
+            self.entries.pop(path, None)
+            return
+        entry = [signature, verdict]
+        if self.entries.get(path) != entry:
+            self.entries.pop(path, None)  # re-insert: the newest entries are kept last
+            self.entries[path] = entry
+            self.dirty = True
+
+    def save(self) -> None:
+        if not self.dirty or not self.cache._prepare():
+            return
+        while len(self.entries) > self.MAX_ENTRIES:
+            del self.entries[next(iter(self.entries))]
+        document = {"format": FORMAT, "entries": self.entries}
+        with contextlib.suppress(OSError):
+            _write_atomic(self.path, json.dumps(document, separators=(",", ":")).encode())
+        self.dirty = False
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

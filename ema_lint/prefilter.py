@@ -26,9 +26,10 @@ the raw bytes, or on the text for the flake8 plugin; comments and strings count.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 from .rule import Rule
@@ -200,6 +201,14 @@ class PreFilter:
         self.gates: tuple[bytes, ...] = tuple(step[0] for step in self._bytes.steps)
         # A non-ASCII literal is written in UTF-8 in the file: match text through its bytes.
         self._text_via_bytes = not all(t.isascii() for t in kept)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """Names this filter's verdicts (the cache remembers which files it skipped)."""
+        if self.accepts_all:
+            return "all"
+        text = "\0".join(repr(t) for t in sorted(self.tokens, key=repr))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     @classmethod
     def default(cls) -> PreFilter:

@@ -13,12 +13,13 @@ finish in, so the output is the same with any number of jobs.
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import engine
-from .cache import Cache, content_hash, portable, settings_key
+from .cache import Cache, StatIndex, content_hash, portable, settings_key
 from .config import Settings
 from .diagnostics import Diagnostic
 from .discovery import SUFFIXES, discover
@@ -154,23 +155,54 @@ def _settle(
     file_settings: engine.FileSettings,
     mode: Mode,
     cache: Cache | None,
-) -> FileOutcome | None:
-    """The outcome of a file when it needs no engine run, else None."""
+) -> tuple[FileOutcome | None, str | None]:
+    """The outcome of a file when it needs no engine run (else None), and what was learnt
+    about its content for the stat index (``skip:<filter>``, ``sha:<hash>`` or None)."""
     display = str(path)
     # The byte scan is sound only on Python source; other sources are filtered after
     # extraction, by the engine.
     python = path.suffix in SUFFIXES
-    if file_settings.prefilter and python and not _prefilter(file_settings).matches(data):
-        return FileOutcome(display)
+    if file_settings.prefilter and python:
+        prefilter = _prefilter(file_settings)
+        if not prefilter.matches(data):
+            return FileOutcome(display), f"skip:{prefilter.fingerprint}"
     if cache is None:
-        return None
-    key = settings_key(file_settings, display, mode.text_edits)
-    found = cache.get(content_hash(data), key, display)
+        return None, None
+    digest = content_hash(data)
+    return _from_cache(digest, display, file_settings, mode, cache), f"sha:{digest}"
+
+
+def _from_cache(
+    digest: str, display: str, file_settings: engine.FileSettings, mode: Mode, cache: Cache
+) -> FileOutcome | None:
+    found = cache.get(digest, settings_key(file_settings, display, mode.text_edits), display)
     if found is None:
         return None
     if mode.fixing and any(d.fix is not None and file_settings.allows(d.fix) for d in found):
         return None  # a fix would apply: the engine must run to apply it
     return FileOutcome(display, found)
+
+
+def _settle_known(
+    verdict: str,
+    path: Path,
+    file_settings: engine.FileSettings,
+    mode: Mode,
+    cache: Cache,
+) -> FileOutcome | None:
+    """The outcome of an unchanged file from what the stat index remembers, if it can tell."""
+    kind, _, value = verdict.partition(":")
+    if kind == "skip":
+        if (
+            file_settings.prefilter
+            and path.suffix in SUFFIXES
+            and value == _prefilter(file_settings).fingerprint
+        ):
+            return FileOutcome(str(path))
+        return None
+    if kind == "sha":
+        return _from_cache(value, str(path), file_settings, mode, cache)
+    return None
 
 
 # The engine step, in the parent or in a worker ----------------------------------------------
@@ -213,21 +245,37 @@ def check_files(
     pool: LazyPool[tuple[str, engine.FileSettings], FileOutcome] = LazyPool(
         _engine_task, jobs, _init_worker, (mode, cache)
     )
+    stat_index = StatIndex(cache) if cache is not None else None
     for index, path in enumerate(files):
+        file_settings = settings.for_file(path)
+        where, signature = "", None
+        if stat_index is not None:
+            # Unchanged since the last run (same stat signature): no need to even read it.
+            where = os.path.abspath(path)
+            signature = stat_index.signature(where)
+            verdict = stat_index.get(where, signature)
+            if verdict is not None:
+                assert cache is not None
+                known = _settle_known(verdict, path, file_settings, mode, cache)
+                if known is not None:
+                    outcomes[index] = known
+                    continue
         try:
             data = read_source(path)
         except OSError as error:
             outcomes[index] = _unreadable(str(path), error)
             continue
-        file_settings = settings.for_file(path)
-        settled = _settle(path, data, file_settings, mode, cache)
+        settled, learnt = _settle(path, data, file_settings, mode, cache)
+        if stat_index is not None and learnt is not None:
+            stat_index.record(where, signature, learnt)
         if settled is not None:
             outcomes[index] = settled
         else:
             pool.submit(index, (str(path), file_settings))
     for index, outcome in pool.results():
         outcomes[index] = outcome
-    if cache is not None:
+    if cache is not None and stat_index is not None:
+        stat_index.save()
         cache.prune()
     return [o for o in outcomes if o is not None]
 

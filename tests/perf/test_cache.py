@@ -365,3 +365,94 @@ def test_concurrent_writers_never_leave_a_torn_entry(tmp_path: Path) -> None:
     assert document["content"] == "ab" * 32
     assert 1 <= len(document["entries"]) <= cache_module.KEYS_PER_CONTENT
     assert not [p for p in tmp_path.rglob("*.tmp")]
+
+
+# The stat index: unchanged files are not even read -------------------------------------------
+@pytest.fixture
+def trusting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trust files modified just now: a test cannot wait out the racy window (and cannot set
+    a file's change time back, which the window is measured on)."""
+    monkeypatch.setattr(cache_module.StatIndex, "RACY_SECONDS", 0.0)
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    from ema_lint import runner
+
+    seen: list[str] = []
+    real = runner.read_source
+
+    def counting(path: Path) -> bytes:
+        seen.append(Path(path).name)
+        return real(path)
+
+    monkeypatch.setattr(runner, "read_source", counting)
+    return seen
+
+
+def test_unchanged_files_are_not_read_again(
+    run, project: Path, reads: list[str], trusting: None
+) -> None:
+    (project / "a.py").write_text(BAD)
+    (project / "b.py").write_text("x = 1\n")
+    cold = run("-j1", ".", cwd=project)
+    assert sorted(reads) == ["a.py", "a.py", "b.py"]  # the parent, then the engine step
+    reads.clear()
+    warm = run("-j1", ".", cwd=project)
+    assert reads == [] and (warm.code, warm.out) == (cold.code, cold.out)
+    # Another rule set has another pre-filter: its verdicts are not the recorded ones.
+    ignored = run("-j1", "--ignore", "EMA101", ".", cwd=project)
+    assert ignored.code == 0 and sorted(reads) == ["a.py", "b.py"]
+    reads.clear()
+    # Back to the first: the index now holds the other filter's verdicts, so both are read,
+    # and a.py's findings come from the cache (it is read once: no engine run).
+    assert run("-j1", ".", cwd=project).out == cold.out
+    assert sorted(reads) == ["a.py", "b.py"]
+
+
+def test_a_rewrite_with_the_same_size_and_time_is_still_seen(
+    run, project: Path, reads: list[str], trusting: None
+) -> None:
+    path = project / "train.py"
+    path.write_text(BAD)
+    assert run("-j1", "train.py", cwd=project).code == 1
+    before = path.stat()
+    path.write_text(BAD.replace("0.99)", "1.00)"))  # same length, no finding
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # and the same mtime
+    assert path.stat().st_size == before.st_size
+    reads.clear()
+    assert run("-j1", "train.py", cwd=project).code == 0  # the change time gave it away
+    assert reads
+
+
+def test_files_modified_just_now_are_not_trusted(run, project: Path, reads: list[str]) -> None:
+    """Written, then read within the file system's timestamp granularity: a second write in
+    the same tick could keep the signature, so the file is read again next time."""
+    (project / "train.py").write_text(BAD)
+    run("-j1", "train.py", cwd=project)
+    reads.clear()
+    run("-j1", "train.py", cwd=project)
+    assert reads == ["train.py"]
+
+
+def test_a_corrupt_stat_index_is_ignored(run, project: Path, trusting: None) -> None:
+    (project / "train.py").write_text(BAD)
+    cold = run("-j1", "train.py", cwd=project)
+    [index] = list((project / ".ema_lint_cache").rglob(cache_module.StatIndex.NAME))
+    for garbage in (b"{", b'{"format": 1, "entries": {"x": 3}}', b"[1, 2]"):
+        index.write_bytes(garbage)
+        again = run("-j1", "train.py", cwd=project)
+        assert (again.code, again.out) == (cold.code, cold.out)
+    absolute = str((project / "train.py").resolve())
+    index.write_bytes(json.dumps({"format": 1, "entries": {absolute: [[1], 5]}}).encode())
+    assert run("-j1", "train.py", cwd=project).out == cold.out
+
+
+def test_stat_index_verdicts_stay_sound_under_a_fix(run, project: Path, trusting: None) -> None:
+    path = project / "train.py"
+    path.write_text(BAD)
+    run("-j1", "train.py", cwd=project)
+    fixed = run("-j1", "--fix", "--unsafe-fixes", "train.py", cwd=project)
+    assert fixed.code == 0
+    after = run("-j1", "--unsafe-fixes", "train.py", cwd=project)
+    assert after.code == 0 and "All checks passed!" in after.out
