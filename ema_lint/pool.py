@@ -138,6 +138,10 @@ class LazyPool(Generic[T, R]):
         for index, task in left:
             yield index, self.fn(task)
 
+    def terminate(self) -> None:
+        """Stop the workers now, finished or not (on an error or Ctrl-C in the parent)."""
+        self._terminate()
+
     def _terminate(self) -> None:
         executor = self._executor
         if executor is None:

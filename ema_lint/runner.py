@@ -245,6 +245,25 @@ def check_files(
     pool: LazyPool[tuple[str, engine.FileSettings], FileOutcome] = LazyPool(
         _engine_task, jobs, _init_worker, (mode, cache)
     )
+    try:
+        _dispatch(files, settings, mode, cache, pool, outcomes)
+        for index, outcome in pool.results():
+            outcomes[index] = outcome
+    except BaseException:
+        pool.terminate()  # Ctrl-C or a bug: leave no worker behind
+        raise
+    return [o for o in outcomes if o is not None]
+
+
+def _dispatch(
+    files: Sequence[Path],
+    settings: Settings,
+    mode: Mode,
+    cache: Cache | None,
+    pool: LazyPool[tuple[str, engine.FileSettings], FileOutcome],
+    outcomes: list[FileOutcome | None],
+) -> None:
+    """Settle what the parent can; submit the rest to the pool."""
     stat_index = StatIndex(cache) if cache is not None else None
     for index, path in enumerate(files):
         file_settings = settings.for_file(path)
@@ -272,12 +291,9 @@ def check_files(
             outcomes[index] = settled
         else:
             pool.submit(index, (str(path), file_settings))
-    for index, outcome in pool.results():
-        outcomes[index] = outcome
     if cache is not None and stat_index is not None:
         stat_index.save()
         cache.prune()
-    return [o for o in outcomes if o is not None]
 
 
 def run(
