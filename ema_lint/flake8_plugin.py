@@ -36,6 +36,9 @@ class EmaLintChecker:
     version = __version__
 
     _settings: ClassVar[Settings | None] = None
+    # False when flake8's selection (--select, --ignore, ...) reports no EMA code: then
+    # the plugin, which flake8 runs on every file anyway, has nothing to do.
+    _selected: ClassVar[bool] = True
     _reported_errors: ClassVar[set[str]] = set()
 
     def __init__(self, tree: ast.AST, filename: str, lines: list[str]) -> None:
@@ -65,6 +68,7 @@ class EmaLintChecker:
 
     @classmethod
     def parse_options(cls, options: Any) -> None:
+        cls._selected = _any_code_selected(options)
         rule_options: dict[str, dict[str, Any]] = {}
         for rule in registry.all_rules():
             for option in rule.options:
@@ -89,8 +93,11 @@ class EmaLintChecker:
         return cls._settings
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
-        # flake8 runs every installed plugin on every file, selected or not: a file that
-        # names nothing any rule looks for costs one scan of its text, nothing else.
+        # flake8 runs every installed plugin on every file, selected or not: when no EMA
+        # code can be reported this costs nothing, and a file that names nothing any rule
+        # looks for costs one scan of its text.
+        if not self._selected:
+            return
         source = "".join(self.lines)
         if not PreFilter.default().matches(source):
             return
@@ -105,3 +112,16 @@ class EmaLintChecker:
                 sys.stderr.write(f"ema-lint: error: {error}\n")
         for d in engine.lint(source, self.filename, file_settings):
             yield d.line, d.column - 1, f"{d.code} {d.message}", type(self)
+
+
+def _any_code_selected(options: Any) -> bool:
+    """Would flake8, with these options, report any EMA code? (Unsure: yes.)"""
+    try:
+        from flake8.style_guide import Decision, DecisionEngine
+
+        decide = DecisionEngine(options)
+        return any(
+            decide.decision_for(rule.code) is Decision.Selected for rule in registry.all_rules()
+        )
+    except Exception:  # another flake8 version, options built by hand: stay on
+        return True
