@@ -9,6 +9,7 @@ from ..analysis.apis import API_TABLE, Side
 from ..analysis.horizon import describe_decay, float_literal, format_number
 from ..analysis.values import ValueResolver
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability
+from ..prefilter import identifier
 from ..rule import Option, Rule
 
 
@@ -55,13 +56,16 @@ class DecayOutOfRange(Rule):
     summary = "EMA decay outside the configured range"
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.UNSAFE
+    # The APIs are found through imports, so each call's API name is in the file as a
+    # whole identifier (``EMA``, not the ``EMA`` of ``SCHEMA`` or ``REMAP``).
     triggers = tuple(
-        sorted(
+        identifier(name)
+        for name in sorted(
             {
-                name.encode()
+                qualname.rsplit(".", 1)[-1]
                 for spec in API_TABLE.specs
                 if spec.weight is not None
-                for name in (spec.qualname.rsplit(".", 1)[-1],)
+                for qualname in (spec.qualname, *spec.aliases)
             }
         )
     )
