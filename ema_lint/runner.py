@@ -22,7 +22,7 @@ from . import engine
 from .cache import Cache, StatIndex, content_hash, portable, settings_key
 from .config import Settings
 from .diagnostics import Diagnostic
-from .discovery import SUFFIXES, discover
+from .discovery import discover
 from .pool import LazyPool
 from .prefilter import PreFilter
 from .reporters import RunResult
@@ -125,6 +125,9 @@ def process_path(path: Path, settings: Settings, mode: Mode) -> FileOutcome:
 
 # Settling files in the parent ---------------------------------------------------------------
 _PREFILTERS: dict[tuple, PreFilter] = {}
+# Sources whose raw bytes are Python text. Others (a notebook's JSON escapes "\nema" and
+# would hide ``ema`` from the byte scan) are filtered by the engine after extraction.
+PYTHON_SUFFIXES = (".py", ".pyi")
 
 
 def _prefilter(file_settings: engine.FileSettings) -> PreFilter:
@@ -159,9 +162,7 @@ def _settle(
     """The outcome of a file when it needs no engine run (else None), and what was learnt
     about its content for the stat index (``skip:<filter>``, ``sha:<hash>`` or None)."""
     display = str(path)
-    # The byte scan is sound only on Python source; other sources are filtered after
-    # extraction, by the engine.
-    python = path.suffix in SUFFIXES
+    python = path.suffix in PYTHON_SUFFIXES
     if file_settings.prefilter and python:
         prefilter = _prefilter(file_settings)
         if not prefilter.matches(data):
@@ -195,7 +196,7 @@ def _settle_known(
     if kind == "skip":
         if (
             file_settings.prefilter
-            and path.suffix in SUFFIXES
+            and path.suffix in PYTHON_SUFFIXES
             and value == _prefilter(file_settings).fingerprint
         ):
             return FileOutcome(str(path))
