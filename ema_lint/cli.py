@@ -114,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--cache-dir",
         type=Path,
         default=None,
+        metavar="PATH",
         help=f"where to keep the cache (default: ${ENV_VAR}, else {DIR_NAME}/ in the project)",
     )
     output = check.add_argument_group("output")
