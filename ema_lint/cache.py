@@ -52,13 +52,14 @@ def content_hash(data: bytes) -> str:
 
 
 def _source_fingerprint() -> str:
-    """Names, sizes and modification times of ema-lint's own modules: cheap (stats only)."""
+    """Names, sizes and modification times of ema-lint's files (modules and any data files
+    they read): cheap, stats only, and it changes whenever an edited checkout does."""
     root = Path(__file__).resolve().parent
     h = hashlib.sha256()
     for directory, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
         for name in sorted(filenames):
-            if name.endswith(".py"):
+            if not name.endswith((".pyc", ".pyo")):
                 path = os.path.join(directory, name)
                 with contextlib.suppress(OSError):
                     st = os.stat(path)
@@ -182,23 +183,12 @@ def _decode(item: dict[str, Any], path: str) -> Diagnostic:
 
 def portable(diagnostics: Iterable[Diagnostic]) -> list[Diagnostic]:
     """The findings as the cache and the process pool carry them: fixes without node edits."""
-    out = []
-    for d in diagnostics:
-        if d.fix is not None and d.fix.edits:
-            d = Diagnostic(
-                d.code,
-                d.name,
-                d.message,
-                d.path,
-                d.start,
-                d.end,
-                fix=Fix(d.fix.applicability, (), d.fix.title),
-                cell=d.cell,
-                text_edits=d.text_edits,
-                statement_line=d.statement_line,
-            )
-        out.append(d)
-    return out
+    return [
+        dataclasses.replace(d, fix=Fix(d.fix.applicability, (), d.fix.title))
+        if d.fix is not None and d.fix.edits
+        else d
+        for d in diagnostics
+    ]
 
 
 # The store -----------------------------------------------------------------------------------

@@ -456,3 +456,23 @@ def test_stat_index_verdicts_stay_sound_under_a_fix(run, project: Path, trusting
     assert fixed.code == 0
     after = run("-j1", "--unsafe-fixes", "train.py", cwd=project)
     assert after.code == 0 and "All checks passed!" in after.out
+
+
+def test_portable_drops_only_the_node_edits() -> None:
+    import dataclasses
+
+    import libcst as cst
+
+    from ema_lint.cache import portable
+    from ema_lint.diagnostics import Edit
+
+    node = cst.Name("x")
+    d = _diagnostic(fix=Fix(Applicability.SAFE, (Edit.replace(node, cst.Name("y")),), "t"))
+    [carried] = portable([d])
+    assert carried.fix is not None and carried.fix.edits == ()
+    assert (carried.fix.applicability, carried.fix.title) == (Applicability.SAFE, "t")
+    for field in dataclasses.fields(d):
+        if field.name != "fix":
+            assert getattr(carried, field.name) == getattr(d, field.name), field.name
+    plain = _diagnostic(fix=None)
+    assert portable([plain]) == [plain]
