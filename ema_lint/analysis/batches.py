@@ -63,6 +63,7 @@ class BatchLoops:
         self.loops = ctx.get(TrainingLoops)
         self._made: dict[int, BatchLoop] = {}
         self._batch: dict[int, bool] = {}
+        self._holders: set[int] | None = None
 
     @classmethod
     def build(cls, ctx: FileContext) -> BatchLoops:
@@ -89,10 +90,10 @@ class BatchLoops:
         for step_loop in self.loops.train_loops:
             if (
                 isinstance(step_loop, cst.For)
-                and self.is_batch_loop(step_loop)
                 and step_loop is not scope
-                and self.index.contains(scope, step_loop)
                 and id(step_loop) not in seen
+                and self.index.contains(scope, step_loop)
+                and self.is_batch_loop(step_loop)
             ):
                 seen.add(id(step_loop))
                 found.append(self._batch_loop(step_loop, chain))
@@ -117,10 +118,17 @@ class BatchLoops:
             self._batch[key] = not self._runs_train_loop(loop, 0, set())
         return self._batch[key]
 
+    def _holding_train_loops(self) -> set[int]:
+        """Ids of the nodes that hold a training loop (its ancestors), computed once."""
+        if self._holders is None:
+            self._holders = set()
+            for loop in self.loops.train_loops:
+                self._holders.update(id(a) for a in self.index.ancestors(loop))
+        return self._holders
+
     def _runs_train_loop(self, scope: cst.CSTNode, depth: int, seen: set[int]) -> bool:
-        for other in self.loops.train_loops:
-            if other is not scope and self.index.contains(scope, other):
-                return True
+        if id(scope) in self._holding_train_loops():
+            return True
         if depth >= self.MAX_DEPTH:
             return False
         fn = self.loops.function_of(scope) if not isinstance(scope, cst.FunctionDef) else scope
