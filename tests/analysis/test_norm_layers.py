@@ -100,3 +100,26 @@ def test_batch_norm_passed_down_as_a_layer_class() -> None:
     net, block = (s.body[0].value for s in ctx.module.body[-2:])
     assert layers.batch_norm(net) is True
     assert layers.batch_norm(block) is None  # its callers pass different norm layers
+
+
+def test_modules_given_from_outside_are_unknown() -> None:
+    ctx = context(
+        "from torch import nn\n"
+        "class Head(nn.Module):\n"
+        "    def __init__(self, backbone, num_classes=10):\n"
+        "        super().__init__()\n"
+        "        self.backbone = backbone\n"
+        "        self.num_classes = num_classes\n"
+        "        self.fc = nn.Linear(512, num_classes)\n"
+        "    def forward(self, x):\n"
+        "        return self.fc(self.backbone(x))\n"
+        "    def log_it(self):\n"
+        "        self.log('x', 1)\n"
+        "wrapped = nn.Sequential(resnet, nn.Flatten(), nn.Linear(512, 10))\n"
+        "parts = nn.Sequential(*list(resnet.children())[:-1], nn.AdaptiveAvgPool2d(1))\n"
+        "head = Head(backbone)\n"
+        "linear_head = nn.Sequential(nn.Flatten(), nn.Linear(512, 10))\n"
+    )
+    layers = ctx.get(NormLayers)
+    values = [s.body[0].value for s in ctx.module.body[-4:]]
+    assert [layers.batch_norm(v) for v in values] == [None, None, None, False]
