@@ -711,9 +711,15 @@ class SwaAnalysis:
         done: set[int] = set()
         updates = {id(u) for u in obj.updates}
         bn_calls = {id(b.call) for b in self.bn_updates}
+        names = self._names_that_may_refer(obj)
         for node in (*self.ctx.nodes(cst.Name), *self.ctx.nodes(cst.Attribute)):
             parent = self.index.parent(node)
             if isinstance(parent, cst.Attribute) and parent.attr is node:
+                continue
+            root: cst.CSTNode = node
+            while isinstance(root, cst.Attribute):
+                root = root.value
+            if not isinstance(root, cst.Name) or root.value not in names:
                 continue
             if self.objects.for_expression(node) is not obj:  # type: ignore[arg-type]
                 continue
@@ -734,6 +740,23 @@ class SwaAnalysis:
         if any(self._registered(b) for b in obj.bindings):
             found.append(ModelUse(obj.creation, "registered"))
         return found
+
+    def _names_that_may_refer(self, obj: AveragingObject) -> set[str]:
+        """A cheap superset of the names an expression referring to ``obj`` can start
+        with: its bindings, parameters (it may be passed), and names assigned from those."""
+        names = {"self", "cls"}
+        for binding in obj.bindings:
+            root: cst.CSTNode = binding
+            while isinstance(root, cst.Attribute):
+                root = root.value
+            if isinstance(root, cst.Name):
+                names.add(root.value)
+        for function in self.ctx.nodes(cst.FunctionDef):
+            assert isinstance(function, cst.FunctionDef)
+            params = function.params
+            names.update(p.name.value for p in (*params.params, *params.kwonly_params))
+            names.update(p.name.value for p in params.posonly_params)
+        return names
 
     def _classify(
         self,
