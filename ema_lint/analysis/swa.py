@@ -589,9 +589,11 @@ class SwaAnalysis:
         """Another training loop runs outside the one that averages: the averaging loop is a
         phase of its own after regular training (or the averaging loop counts SWA epochs)."""
         assert site.outer is not None
-        for counter in site.counters:
-            if "swa" in self.ctx.code(counter.stop).lower():
-                return True
+        loops = {id(c.loop): c.loop for c in site.counters}
+        loops.update({id(x): x for x in (site.loop, site.outer) if x is not None})
+        for loop in loops.values():
+            if isinstance(loop, cst.For) and "swa" in self.ctx.code(loop.iter).lower():
+                return True  # range(swa_epochs), range(args.swa_start, args.epochs)
         running = self._functions_run_by(site.outer)
         for loop in self.loops.train_loops:
             if self.index.contains(site.outer, loop) or self.index.contains(loop, site.outer):
