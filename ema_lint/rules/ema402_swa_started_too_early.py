@@ -7,6 +7,7 @@ import libcst as cst
 from ..analysis.averaging import AveragingObjects, Method
 from ..analysis.batches import BatchLoops
 from ..analysis.horizon import format_number
+from ..analysis.loops import TrainingLoops
 from ..analysis.swa import SwaAnalysis, SwaModel, SwaStart, UpdateSite
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability
 from ..rule import Option, Rule
@@ -39,7 +40,8 @@ class SwaStartedTooEarly(Rule):
     runs before it, or its range names SWA: ``range(args.swa_start, epochs)``,
     ``range(swa_epochs)``) and, for updates without a condition, when
     the module loads trained weights first (fine-tuning from a checkpoint with SWA, as the
-    PyTorch blog recommends).
+    PyTorch blog recommends), or when the loop runs over something else than the training
+    run (saved checkpoints, a list of models).
 
     ## Why it hurts training
     SWA is an *equal* average: the weights of the first epoch count as much as those of
@@ -159,6 +161,9 @@ class SwaStartedTooEarly(Rule):
         if swa.separate_phase(site) or swa.loads_trained_weights():
             return
         assert site.loop is not None
+        trains = any(site.loop is t for t in self.ctx.get(TrainingLoops).train_loops)
+        if not trains and not site.counters:
+            return  # a loop over checkpoints or models, not over the run
         unit = "step" if self.ctx.get(BatchLoops).is_batch_loop(site.loop) else "epoch"
         self.report(
             site.call,
