@@ -49,12 +49,6 @@ from .schedulers import LrSchedulers, ScheduleKind, Scheduler
 from .values import Value, ValueResolver
 
 _TRAINERS = {"lightning.pytorch.Trainer", "pytorch_lightning.Trainer", "lightning.Trainer"}
-_MODULE_BASES = {
-    "torch.nn.Module",
-    "lightning.pytorch.LightningModule",
-    "lightning.LightningModule",
-    "pytorch_lightning.LightningModule",
-}
 _WRAPPERS = {"tqdm", "iter", "trange_wrapper", "progress_bar", "track"}
 # Calls that put trained weights into a model before the run (fine-tuning from them).
 _LOADING = {"load_state_dict", "from_pretrained", "load_from_checkpoint", "load_checkpoint"}
@@ -808,7 +802,8 @@ class SwaAnalysis:
         return False
 
     def _registered(self, binding: cst.BaseExpression) -> bool:
-        """``self.swa_model = AveragedModel(...)`` in an ``nn.Module``: saved with it."""
+        """``self.swa_model = AveragedModel(...)`` in an ``nn.Module`` (saved with it), or
+        in a class with a base this module does not show (which may use it)."""
         if not (
             isinstance(binding, cst.Attribute)
             and isinstance(binding.value, cst.Name)
@@ -816,10 +811,22 @@ class SwaAnalysis:
         ):
             return False
         cls = self.resolver.class_of_self(binding)
-        if cls is None:
-            return False
-        imports = self.ctx.get(ImportTable)
-        return any(imports.resolve(b.value, _MODULE_BASES) for b in cls.bases)
+        return cls is not None and self._has_outside_base(cls, 0)
+
+    def _has_outside_base(self, cls: cst.ClassDef, depth: int) -> bool:
+        local = {
+            c.name.value: c for c in self.ctx.nodes(cst.ClassDef) if isinstance(c, cst.ClassDef)
+        }
+        for base in cls.bases:
+            value = base.value
+            if isinstance(value, cst.Name) and value.value == "object":
+                continue
+            if isinstance(value, cst.Name) and value.value in local and depth < self.MAX_DEPTH:
+                if self._has_outside_base(local[value.value], depth + 1):
+                    return True
+                continue
+            return True  # nn.Module, LightningModule, or a class from elsewhere
+        return False
 
     # Spelling for fixes ------------------------------------------------------------------------
     def spelled_at_outer(self, model: SwaModel, site: UpdateSite) -> cst.BaseExpression | None:

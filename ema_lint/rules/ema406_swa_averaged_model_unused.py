@@ -14,7 +14,8 @@ class SwaAveragedModelUnused(Rule):
     directly) whose ``update_parameters`` runs, but that is never evaluated (called),
     saved (``state_dict()``, ``torch.save``), returned, passed to another function,
     swapped into the live model (``model.load_state_dict(swa_model.module.state_dict())``)
-    or kept as a submodule of an ``nn.Module`` (which saves it with its parent). The
+    or kept as a submodule of an ``nn.Module`` (which saves it with its parent) or as an
+    attribute of a class whose base class is defined elsewhere (which may use it). The
     object is followed through aliases, ``self.`` attributes, function arguments and
     return values; ``update_bn``, ``.to()``, ``.eval()`` and other calls that do not read
     the weights are not uses.
