@@ -1,7 +1,7 @@
 """The loops over batches a loop runs, what they iterate and where they move the batches.
 
 An SWA average is updated once per epoch in the epoch loop, while the batches are read in
-an inner loop, often in a helper (``train_one_epoch(model, train_loader, device)``).
+an inner loop, often in another function (``train_one_epoch(model, train_loader, device)``).
 Recalibrating BatchNorm afterwards (``update_bn(loader, swa_model, device=...)``) needs
 that loader and that device, spelled where the epoch loop is. This provider finds the batch
 loops (the innermost training loops of ``TrainingLoops``) one iteration of a loop runs,

@@ -5,7 +5,7 @@ Two questions real training code splits across functions:
 - "what is ``scheduler`` here?": a ``CosineAnnealingLR`` made in ``main()`` and passed down
   to ``train(model, loader, optimizer, scheduler)``; ``creation`` follows the expression to
   the call that made the object;
-- "how does the function that runs the epoch loop spell the loader its helper iterates?":
+- "how does the function that runs the epoch loop spell the loader its callee iterates?":
   ``train_one_epoch(model, train_loader)`` iterates ``loader``, which is ``train_loader`` in
   the caller; ``lift`` rewrites an expression of a callee in its caller's terms, for fixes
   that write it there (``update_bn(train_loader, swa_model)`` after the epoch loop).

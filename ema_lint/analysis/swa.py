@@ -4,7 +4,7 @@ which learning-rate schedule, where BatchNorm is recalibrated, and what uses the
 The canonical shape (PyTorch's documentation, the original SWA repository)::
 
     for epoch in range(epochs):                  # the loop that updates the average
-        train_one_epoch(model, train_loader)     # batch loops, here or in a helper
+        train_one_epoch(model, train_loader)     # batch loops, here or in a function
         if epoch > swa_start:                    # the start condition
             swa_model.update_parameters(model)
             swa_scheduler.step()                 # SWALR
@@ -123,7 +123,7 @@ class UpdateSite:
     """One ``update_parameters`` call and the loops and conditions around it."""
 
     call: cst.Call
-    loop: Loop | None = None  # the loop that runs the update (None: a hook or a helper)
+    loop: Loop | None = None  # the loop that runs the update (None: a hook or a callback)
     anchor: cst.CSTNode | None = None  # the node in ``loop``'s function that runs it
     chain: tuple[cst.Call, ...] = ()  # calls from ``loop``'s function down to ``call``
     outer: Loop | None = None  # the outermost loop of the run: averaging is over after it

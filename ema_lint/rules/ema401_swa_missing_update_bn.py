@@ -89,7 +89,8 @@ class SwaMissingUpdateBn(Rule):
     run that updates the average (the epoch loop, in the function that runs it), with
     ``device=`` when the loop moves its batches to a device (``x.to(device)``,
     ``x.cuda()``). The loader is the one that loop's batches come from, written as that
-    function writes it (``train_loader`` for a helper's ``loader`` parameter).
+    function writes it (``train_loader`` for the ``loader`` parameter of the function
+    that reads the batches).
     ``update_bn`` is spelled as the module already imports it (``update_bn``,
     ``su.update_bn``, ``swa_utils.update_bn``, ``torch.optim.swa_utils.update_bn``), or
     ``from torch.optim.swa_utils import update_bn`` is added.

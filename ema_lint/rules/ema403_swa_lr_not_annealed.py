@@ -24,8 +24,8 @@ class SwaLrNotAnnealed(Rule):
     - ``SWALR`` and the regular scheduler are both stepped in the iterations that average
       (the regular one should step only before averaging starts, in the ``else`` branch).
 
-    The scheduler is followed from where it is made to its ``.step()``, through helper
-    functions (a per-batch ``scheduler.step()`` in ``train_one_epoch`` counts).
+    The scheduler is followed from where it is made to its ``.step()``, through the
+    functions it is passed to (a per-batch ``scheduler.step()`` in ``train_one_epoch`` counts).
 
     Silent for a constant learning rate (no scheduler), for cyclic schedules
     (``CyclicLR``, ``CosineAnnealingWarmRestarts``: the SWA paper averages cyclic

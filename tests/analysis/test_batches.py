@@ -37,7 +37,7 @@ def _outer(ctx):
     return next(f for f in ctx.nodes(cst.For) if ctx.code(f.iter) == "range(args.epochs)")
 
 
-def test_batch_loop_through_a_helper_with_loader_and_device() -> None:
+def test_batch_loop_through_a_call_with_loader_and_device() -> None:
     ctx = context(SPLIT)
     [found] = ctx.get(BatchLoops).run_by(_outer(ctx))
     assert ctx.code(found.loader) == "loader" and found.loaders == 1
