@@ -13,6 +13,8 @@ from torch import nn
 N_FEATURES = 32
 N_CLASSES = 10
 CLUSTERS_PER_CLASS = 3
+# Set by ``run_all.py --quick`` to shorten every epoch; None means the full data.
+MAX_TRAIN_SAMPLES = None
 
 
 def make_dataset(
@@ -77,6 +79,7 @@ def make_loaders(
     (x_train, y_train), (x_val, y_val) = make_dataset(
         seed, n_train=n_train, label_noise=label_noise
     )
+    x_train, y_train = x_train[:MAX_TRAIN_SAMPLES], y_train[:MAX_TRAIN_SAMPLES]
     train_loader = TensorLoader(x_train, y_train, batch_size, shuffle=True, seed=seed)
     val_loader = TensorLoader(x_val, y_val, val_batch_size)
     return train_loader, val_loader
@@ -103,6 +106,7 @@ def make_spiral_loaders(
 ):
     """Loaders over the spiral problem (clean labels, 2 features, 3 classes)."""
     x_train, y_train = make_spirals(seed, n_train, turns)
+    x_train, y_train = x_train[:MAX_TRAIN_SAMPLES], y_train[:MAX_TRAIN_SAMPLES]
     x_val, y_val = make_spirals(seed + 500, n_val, turns)
     train_loader = TensorLoader(x_train, y_train, batch_size, shuffle=True, seed=seed)
     val_loader = TensorLoader(x_val, y_val, val_batch_size)

@@ -358,8 +358,20 @@ def run_experiment(
     folder = out / code
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_report(exp, result, folder)
+    return result
+
+
+def write_report(exp: Experiment, result: dict, folder: Path) -> None:
     (folder / "results.md").write_text(render_markdown(exp, result))
     plot(exp, result, folder / "plot.png")
+
+
+def replot(code: str, out: Path) -> dict:
+    """Rewrite results.md and plot.png from an earlier run's results.json."""
+    folder = out / code
+    result = json.loads((folder / "results.json").read_text())
+    write_report(EXPERIMENTS[code], result, folder)
     return result
 
 
@@ -527,13 +539,10 @@ def plot(exp: Experiment, r: dict, path: Path) -> None:
     def band(curves, label, color, style="-"):
         arr = 100 * np.array(curves, dtype=float)
         epochs = np.arange(1, arr.shape[1] + 1)
-        with np.errstate(invalid="ignore"), contextlib.suppress(RuntimeWarning):
-            import warnings
-
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                mean = np.nanmean(arr, axis=0)
-                std = np.nanstd(arr, axis=0, ddof=1) if arr.shape[0] > 1 else 0 * mean
+        keep = ~np.isnan(arr).all(axis=0)  # SWA curves start when averaging does
+        arr, epochs = arr[:, keep], epochs[keep]
+        mean = arr.mean(axis=0)
+        std = arr.std(axis=0, ddof=1) if arr.shape[0] > 1 else np.zeros_like(mean)
         ax.plot(epochs, mean, style, color=color, label=label, lw=2, marker="o", ms=3)
         ax.fill_between(epochs, mean - std, mean + std, color=color, alpha=0.2, lw=0)
 
@@ -611,6 +620,11 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", type=int, help="number of seeds (default 3, quick 2)")
     parser.add_argument("--jobs", type=int, default=1, help="runs in parallel (default 1)")
     parser.add_argument("--verbose", action="store_true", help="show the scripts' output")
+    parser.add_argument(
+        "--replot",
+        action="store_true",
+        help="only rewrite results.md and plot.png from the saved results.json",
+    )
     args = parser.parse_args(argv)
 
     codes = list(EXPERIMENTS)
@@ -628,7 +642,10 @@ def main(argv=None) -> int:
 
     failed = False
     for code in codes:
-        r = run_experiment(code, args.quick, out, seeds, args.jobs, args.verbose)
+        if args.replot:
+            r = replot(code, out)
+        else:
+            r = run_experiment(code, args.quick, out, seeds, args.jobs, args.verbose)
         b = r["variants"]["buggy"]["final_averaged_mean_std"]
         f = r["variants"]["fixed"]["final_averaged_mean_std"]
         o = r["variants"]["fixed"]["final_online_mean_std"]
@@ -640,7 +657,7 @@ def main(argv=None) -> int:
             f"{'' if ok else '  NON-FINITE'}",
             flush=True,
         )
-    if out.resolve() == HERE and not args.quick:
+    if out.resolve() == HERE and not r["quick"]:
         update_readme(out)
     print(f"outputs in {out}")
     return 1 if failed else 0
