@@ -74,10 +74,11 @@ def make_loaders(
     val_batch_size: int = 1024,
     n_train: int = 20480,
     label_noise: float = 0.3,
+    spread: float = 1.5,
 ):
     """Training loader (shuffled, seeded) and validation loader."""
     (x_train, y_train), (x_val, y_val) = make_dataset(
-        seed, n_train=n_train, label_noise=label_noise
+        seed, n_train=n_train, spread=spread, label_noise=label_noise
     )
     x_train, y_train = x_train[:MAX_TRAIN_SAMPLES], y_train[:MAX_TRAIN_SAMPLES]
     train_loader = TensorLoader(x_train, y_train, batch_size, shuffle=True, seed=seed)

@@ -4,7 +4,7 @@ from torch import nn
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 EPOCHS = 6
-LR = 0.2
+LR = 0.05
 
 
 @torch.no_grad()
