@@ -35,6 +35,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
+import common  # noqa: E402
 import torch  # noqa: E402
 from common import TensorLoader  # noqa: E402
 from torch.optim.swa_utils import update_bn  # noqa: E402
@@ -56,6 +57,8 @@ class Experiment:
     setup: str
     notes: str = ""
     quick_epochs: int = 1
+    # ``--quick`` also shortens the epochs of some experiments (None: full data).
+    quick_train_samples: int | None = None
     # SWA experiments take their length from module constants (EPOCHS,
     # SWA_START) and report the averaged model only after the loop; for their
     # per-epoch curves the runner evaluates a copy of the SWA model at the end
@@ -140,6 +143,7 @@ EXPERIMENTS: dict[str, Experiment] = {
                 " Data: the Gaussian mixture of EMA101 (30 % random labels), with 8,192"
                 " training samples; see `../common.py`."
             ),
+            quick_train_samples=2048,
             notes=(
                 "How to read it: between optimizer steps the weights do not change, so eight"
                 " updates per step are one update with decay 0.999^8 ≈ 0.992: the buggy"
@@ -245,6 +249,7 @@ EXPERIMENTS: dict[str, Experiment] = {
                 " scripts, so the online curves coincide."
             ),
             quick_epochs=8,
+            quick_train_samples=2048,
             swa=True,
             recalibrate=(False, True),
         ),
@@ -275,6 +280,7 @@ EXPERIMENTS: dict[str, Experiment] = {
                 " loop."
             ),
             quick_epochs=8,
+            quick_train_samples=2048,
             swa=True,
             recalibrate=(True, True),
             online_differs=True,
@@ -317,6 +323,7 @@ def make_swa_probe(module, recalibrate: bool):
 def run_one(code: str, variant: str, seed: int, quick: bool, verbose: bool) -> dict:
     exp = EXPERIMENTS[code]
     torch.set_num_threads(1)
+    common.MAX_TRAIN_SAMPLES = exp.quick_train_samples if quick else None
     module = load_script(code, variant)
     kwargs = {}
     curve = None
