@@ -25,8 +25,12 @@ Public API (for the loop, SWA and hand-written-update rules)::
     objects.objects                      # every AveragingObject, in document order
     objects.for_expression(node)         # the object an expression refers to, or None
     objects.for_call(call)               # the object a creating/weight call belongs to
+    objects.of_update(update)            # the object a hand-written update averages into
+    objects.averages_weights(update)     # whether a hand-written update averages weights
+    objects.parameters_frozen(obj)       # a hand-made copy's parameters no longer need grad
     obj.kind / obj.use / obj.spec / obj.bound / obj.weight_call / obj.names
     obj.source / obj.updates / obj.inplace / obj.weight_reassigned / obj.reasons
+    obj.module_copy                      # a deepcopy of a module (it has the model's buffers)
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from .api_calls import BoundCalls
 from .apis import ApiSpec, BoundCall, Role
 from .context import FileContext
 from .names import ImportTable, dotted_name
-from .updates import InPlaceUpdate, InPlaceUpdates, container_of, strip_tensor
+from .updates import WEIGHT_METHODS, InPlaceUpdate, InPlaceUpdates, container_of, strip_tensor
 from .values import ValueResolver
 
 
@@ -116,6 +120,10 @@ _LOSS_CALL = re.compile(
 )
 
 
+def _is_false(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "False"
+
+
 def tokens(name: str) -> list[str]:
     """``self.model_ema`` -> [model, ema]; ``modelEMA`` -> [model, ema]."""
     last = name.rsplit(".", 1)[-1]
@@ -172,6 +180,9 @@ class AveragingObject:
     weight_reassigned: bool = False
     # Why the object was classified as it is (for messages and debugging).
     reasons: list[str] = field(default_factory=list)
+    # A hand-made ``deepcopy`` of a module: it carries the model's buffers (BatchNorm
+    # statistics) and its parameters keep ``requires_grad`` unless frozen.
+    module_copy: bool = False
 
     @property
     def hand_made(self) -> bool:
@@ -240,6 +251,84 @@ class AveragingObjects:
 
     def of_kind(self, *uses: Use) -> list[AveragingObject]:
         return [o for o in self.objects if o.use in uses]
+
+    def of_update(self, update: InPlaceUpdate) -> AveragingObject | None:
+        """The object a hand-written update averages into, if it is one."""
+        for obj in self.objects:
+            if any(u is update for u in obj.inplace):
+                return obj
+        return None
+
+    def averages_weights(self, update: InPlaceUpdate) -> bool:
+        """Whether a hand-written update averages model weights into a shadow.
+
+        It does when it updates an averaging object that holds weights, or when its source is
+        read from a model's weights (``parameters()``, ``state_dict()``...) into a separate
+        container. It does not when the source is a gradient or a computed value (Adam's
+        ``exp_avg``, Fisher information), when the shadow is a loss or metric average, or
+        when the *live* model is pulled toward the average (the source is the averaged
+        copy).
+        """
+        if update.source is None:
+            return False
+        source = strip_tensor(update.source)
+        if not isinstance(source, (cst.Name, cst.Attribute, cst.Subscript)):
+            return False
+        if isinstance(source, cst.Attribute) and source.attr.value in ("grad", "main_grad"):
+            return False
+        obj = self.of_update(update)
+        if obj is not None and obj.use is Use.NOT_WEIGHTS:
+            return False
+        if update.source_container is not None:
+            pulled = self._refer(update.source_container, 0)
+            if pulled is not None and pulled is not obj:
+                return False
+        if obj is not None:
+            return True
+        shadow = update.shadow_container
+        if shadow is None or update.source_method not in WEIGHT_METHODS:
+            return False
+        if update.source_container is not None and self._code(shadow) == self._code(
+            update.source_container
+        ):
+            return False
+        return not any(w in _NOT_WEIGHT_TOKENS for w in tokens(self._code(shadow)))
+
+    def parameters_frozen(self, obj: AveragingObject) -> bool | None:
+        """Whether a hand-made copy's parameters were set not to require grad
+        (``deepcopy(model).requires_grad_(False)``, ``ema.requires_grad_(False)``, or
+        ``p.requires_grad = False`` over its parameters); None when not a hand-made copy."""
+        if not obj.module_copy:
+            return None
+        for call in self.ctx.nodes(cst.Call):
+            func = call.func
+            if not isinstance(func, cst.Attribute) or func.attr.value != "requires_grad_":
+                continue
+            if not call.args or not _is_false(call.args[0].value):
+                continue
+            if self.index.contains(obj.creation, call) or self._refer(func.value, 0) is obj:
+                return True
+        for node in self.ctx.nodes(cst.Assign):
+            target = node.targets[0].target if len(node.targets) == 1 else None
+            if not (
+                isinstance(target, cst.Attribute)
+                and target.attr.value == "requires_grad"
+                and isinstance(target.value, cst.Name)
+                and _is_false(node.value)
+            ):
+                continue
+            loop = self.index.enclosing(node, cst.For)
+            if not isinstance(loop, cst.For):
+                continue
+            iterable = loop.iter
+            if (
+                isinstance(iterable, cst.Call)
+                and isinstance(iterable.func, cst.Attribute)
+                and iterable.func.attr.value in ("parameters", "named_parameters")
+                and self._refer(iterable.func.value, 0) is obj
+            ):
+                return True
+        return False
 
     # Creation ---------------------------------------------------------------------------------
     def _add(self, obj: AveragingObject, *nodes: cst.CSTNode) -> AveragingObject:
@@ -422,6 +511,7 @@ class AveragingObjects:
                 obj.reasons.append("target of an in-place average update")
             else:
                 obj.reasons.append("named as an averaged copy")
+            obj.module_copy = True
             self._add(obj, call)
             node: cst.CSTNode = call
             while node is not outer:

@@ -183,3 +183,61 @@ def test_name_tokens() -> None:
     assert is_averaged_name("model_ema") and is_averaged_name("ema") and is_averaged_name("avg_net")
     assert is_averaged_name("momentum_encoder") and is_averaged_name("target_q")
     assert not is_averaged_name("schema") and not is_averaged_name("cinema_model")
+
+
+def test_hand_written_updates_of_weights_and_of_other_things() -> None:
+    from ema_lint.analysis.updates import InPlaceUpdates
+
+    ctx, found = objects(
+        """
+import copy
+
+ema = copy.deepcopy(model).requires_grad_(False)
+loss_ema = copy.deepcopy(model)
+params_avg = [p.detach().clone() for p in model.parameters()]
+for e, p in zip(ema.parameters(), model.parameters()):
+    e.mul_(0.999).add_(p, alpha=0.001)
+for e, p in zip(params_avg, model.parameters()):
+    e.mul_(0.999).add_(p, alpha=0.001)
+for name, p in model.named_parameters():
+    exp_avg[name].mul_(0.9).add_(p.grad, alpha=0.1)
+for p, e in zip(model.parameters(), ema.parameters()):
+    p.mul_(0.5).add_(e, alpha=0.5)
+for e, p in zip(loss_ema.parameters(), model.parameters()):
+    e.mul_(0.9).add_(p, alpha=0.1)
+buf.mul_(momentum).add_(grad)
+"""
+    )
+    updates = ctx.get(InPlaceUpdates).updates
+    verdicts = [found.averages_weights(u) for u in updates]
+    # ema, a list of copies, Adam-like gradient average, the live model pulled toward the
+    # average, a loss average by name, SGD momentum.
+    assert verdicts == [True, True, False, False, False, False]
+    ema = by_name(found, "ema")
+    assert found.of_update(updates[0]) is ema
+    assert found.of_update(updates[1]).names == ["params_avg"]
+    assert found.of_update(updates[2]) is None
+    assert ema.module_copy and found.parameters_frozen(ema) is True
+
+
+def test_parameters_frozen() -> None:
+    _, found = objects(
+        """
+import copy
+
+ema_plain = copy.deepcopy(model)
+ema_later = copy.deepcopy(model)
+ema_later.requires_grad_(False)
+ema_looped = copy.deepcopy(model)
+for p in ema_looped.parameters():
+    p.requires_grad = False
+ema_shadow = {k: v.clone() for k, v in model.state_dict().items()}
+for k, v in model.state_dict().items():
+    ema_shadow[k] = 0.99 * ema_shadow[k] + 0.01 * v
+"""
+    )
+    names = {n: o for o in found.objects for n in o.names}
+    assert found.parameters_frozen(names["ema_plain"]) is False
+    assert found.parameters_frozen(names["ema_later"]) is True
+    assert found.parameters_frozen(names["ema_looped"]) is True
+    assert found.parameters_frozen(names["ema_shadow"]) is None
