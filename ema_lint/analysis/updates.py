@@ -690,33 +690,12 @@ class InPlaceUpdates:
         if method is not None:
             return container_of(node), method
         if depth < self.MAX_DEPTH and isinstance(node, (cst.Name, cst.Attribute)):
-            value = self._single_value(node)
+            value = self.resolver.assigned_value(node)
             if value is not None:
                 found, method = self._container(value, depth + 1)
                 if method is not None:
                     return found, method
         return container_of(expr), None
-
-    def _single_value(self, node: cst.BaseExpression) -> cst.BaseExpression | None:
-        """The one expression a name (or ``self.x``) is assigned, if exactly one."""
-        resolver = self.resolver
-        if isinstance(node, cst.Name):
-            bindings = resolver.bindings_of(node) or []
-            if len(bindings) == 1 and bindings[0].kind == "assign":
-                return bindings[0].value
-            return None
-        if (
-            isinstance(node, cst.Attribute)
-            and isinstance(node.value, cst.Name)
-            and node.value.value == "self"
-        ):
-            cls = resolver.class_of_self(node)
-            if cls is None:
-                return None
-            values = resolver.self_assignments(cls).get(node.attr.value, [])
-            if len(values) == 1:
-                return values[0]
-        return None
 
     # What becomes of the result ---------------------------------------------------------------
     def _dead_name(self, assign: cst.Assign, name: cst.Name) -> str | None:
@@ -825,7 +804,7 @@ class InPlaceUpdates:
             return "state_dict"
         if not isinstance(base, cst.Name):
             return None
-        value = self._single_value(base)
+        value = self.resolver.assigned_value(base)
         if value is None:
             return None
         inner = value

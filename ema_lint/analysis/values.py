@@ -283,6 +283,27 @@ class ValueResolver:
         """``self.x = value`` in the methods of ``cls``, by attribute (None: augmented)."""
         return self._self_attributes(cls)
 
+    def assigned_value(self, node: cst.BaseExpression) -> cst.BaseExpression | None:
+        """The one expression a name (seen where ``node`` is) or ``self.x`` is assigned, when
+        it is assigned exactly once; None otherwise."""
+        if isinstance(node, cst.Name):
+            bindings = self.bindings_of(node) or []
+            if len(bindings) == 1 and bindings[0].kind == "assign":
+                return bindings[0].value
+            return None
+        if (
+            isinstance(node, cst.Attribute)
+            and isinstance(node.value, cst.Name)
+            and node.value.value == "self"
+        ):
+            cls = self.class_of_self(node)
+            if cls is None:
+                return None
+            values = self.self_assignments(cls).get(node.attr.value, [])
+            if len(values) == 1:
+                return values[0]
+        return None
+
     def class_of_self(self, node: cst.CSTNode) -> cst.ClassDef | None:
         """The class whose method holds ``node`` (what ``self`` is there)."""
         return self._class_named(cst.Name("self"), node)

@@ -247,3 +247,27 @@ def test_shared_constants_are_marked() -> None:
     assert value.shared
     value = value_of("D = 0.99\n__probe__ = D\n")
     assert not value.shared
+
+
+def test_assigned_value_of_names_and_self_attributes() -> None:
+    ctx = context(
+        "once = model.state_dict()\n"
+        "twice = 1\n"
+        "twice = 2\n"
+        "class EMA:\n"
+        "    def __init__(self, model):\n"
+        "        self.params = list(model.parameters())\n"
+        "    def update(self):\n"
+        "        __probe__ = self.params\n"
+        "__probe__ = (once, twice)\n"
+    )
+    resolver = ctx.get(ValueResolver)
+    once, twice = (e.value for e in probe(ctx).elements)
+    assert ctx.code(resolver.assigned_value(once)) == "model.state_dict()"
+    assert resolver.assigned_value(twice) is None
+    method_probe = next(
+        n.value
+        for n in ctx.nodes(cst.Assign)
+        if isinstance(n.value, cst.Attribute) and ctx.code(n.value) == "self.params"
+    )
+    assert ctx.code(resolver.assigned_value(method_probe)) == "list(model.parameters())"
