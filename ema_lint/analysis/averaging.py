@@ -43,11 +43,17 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from .api_calls import BoundCalls
-from .apis import ApiSpec, BoundCall, Role
+from .apis import OBJECT_TRIGGERS, ApiSpec, BoundCall, Role
 from .context import FileContext
 from .names import ImportTable, dotted_name
 from .updates import WEIGHT_METHODS, InPlaceUpdate, InPlaceUpdates, container_of, strip_tensor
 from .values import ValueResolver
+
+# Every file in which ``averages_weights`` can hold: it names an averaging API or ``deepcopy``
+# (the objects), or reads a side of the update from a model's weights (the methods).
+UPDATE_TRIGGERS = tuple(
+    sorted({*OBJECT_TRIGGERS, b"parameters", b"state_dict", b"buffers", b"variables"})
+)
 
 
 class Use(str, enum.Enum):
@@ -284,7 +290,10 @@ class AveragingObjects:
             if pulled is not None and pulled is not obj:
                 return False
         if obj is not None:
-            return True
+            if obj.bound is not None or obj.module_copy:
+                return True
+            # A dict or list of tensors: averaged weights if either side is read from them.
+            return update.source_method in WEIGHT_METHODS or update.shadow_method in WEIGHT_METHODS
         shadow = update.shadow_container
         if shadow is None or update.source_method not in WEIGHT_METHODS:
             return False
