@@ -37,8 +37,6 @@ ENTRY_POINTS = frozenset(
         "train_epoch",
     }
 )
-# Calls that return the receiver (``EMA(model).to(device)`` is still an ``EMA``).
-_SAME_OBJECT = {"to", "cuda", "cpu", "eval", "train", "float", "half", "requires_grad_"}
 
 
 class GradMode:
@@ -51,9 +49,6 @@ class GradMode:
         self.index = ctx.index
         self.loops = ctx.get(TrainingLoops)
         self.resolver = ctx.get(ValueResolver)
-        self._classes: dict[str, list[cst.ClassDef]] = {}
-        for cls in ctx.nodes(cst.ClassDef):
-            self._classes.setdefault(cls.name.value, []).append(cls)  # type: ignore[attr-defined]
         self._method_calls: dict[int, list[cst.Call]] | None = None
 
     @classmethod
@@ -133,7 +128,7 @@ class GradMode:
             candidates = [fn for name in names for fn in methods.get(name, [])]
             if not candidates:
                 continue
-            cls = self._instance_class(receiver, 0)
+            cls = self.resolver.instance_class(receiver)
             if cls is None:
                 continue
             for fn in candidates:
@@ -142,38 +137,3 @@ class GradMode:
                     break
         self._method_calls = found
         return found
-
-    def _instance_class(self, node: cst.BaseExpression, depth: int) -> cst.ClassDef | None:
-        """The module class ``node`` is an instance of: ``ema`` after ``ema = EMA(model)``,
-        ``self.ema`` assigned so in a method, a parameter every caller passes one to."""
-        if depth > self.MAX_DEPTH:
-            return None
-        while (
-            isinstance(node, cst.Call)
-            and isinstance(node.func, cst.Attribute)
-            and node.func.attr.value in _SAME_OBJECT
-        ):
-            node = node.func.value
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name):
-            classes = self._classes.get(node.func.value, [])
-            return classes[0] if len(classes) == 1 else None
-        if not isinstance(node, (cst.Name, cst.Attribute)):
-            return None
-        value = self.resolver.assigned_value(node)
-        if value is not None:
-            return self._instance_class(value, depth + 1)
-        if isinstance(node, cst.Name):
-            bindings = self.resolver.bindings_of(node) or []
-            if len(bindings) == 1 and bindings[0].kind == "param":
-                binding = bindings[0]
-                function = binding.function
-                if isinstance(function, cst.FunctionDef) and binding.param is not None:
-                    found: cst.ClassDef | None = None
-                    for call in self.resolver.callers(function):
-                        arg = self.resolver.argument_for(function, binding.param, call)
-                        cls = self._instance_class(arg, depth + 1) if arg is not None else None
-                        if cls is None or (found is not None and cls is not found):
-                            return None
-                        found = cls
-                    return found
-        return None

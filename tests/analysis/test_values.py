@@ -271,3 +271,31 @@ def test_assigned_value_of_names_and_self_attributes() -> None:
         if isinstance(n.value, cst.Attribute) and ctx.code(n.value) == "self.params"
     )
     assert ctx.code(resolver.assigned_value(method_probe)) == "list(model.parameters())"
+
+
+def test_instance_class_through_names_attributes_chains_and_parameters() -> None:
+    ctx = context(
+        "class EMA:\n"
+        "    pass\n"
+        "class Trainer:\n"
+        "    def __init__(self):\n"
+        "        self.ema = EMA().to('cuda')\n"
+        "    def step(self):\n"
+        "        __probe__ = self.ema\n"
+        "def use(e):\n"
+        "    __probe__ = e\n"
+        "ema = EMA()\n"
+        "use(ema)\n"
+        "other = Unknown()\n"
+        "__probe__ = (ema, other)\n"
+    )
+    resolver = ctx.get(ValueResolver)
+    probes = [
+        n.value for n in ctx.nodes(cst.Assign) if ctx.code(n.targets[0].target) == "__probe__"
+    ]
+    self_ema, param, pair = probes
+    assert resolver.instance_class(self_ema).name.value == "EMA"
+    assert resolver.instance_class(param).name.value == "EMA"
+    ema, other = (e.value for e in pair.elements)
+    assert resolver.instance_class(ema).name.value == "EMA"
+    assert resolver.instance_class(other) is None
