@@ -27,6 +27,7 @@ Public API (for the loop, SWA and hand-written-update rules)::
     objects.for_call(call)               # the object a creating/weight call belongs to
     objects.of_update(update)            # the object a hand-written update averages into
     objects.averages_weights(update)     # whether a hand-written update averages weights
+    objects.shadow_name(update)          # the average it writes, for messages
     objects.parameters_frozen(obj)       # a hand-made copy's parameters no longer need grad
     obj.kind / obj.use / obj.spec / obj.bound / obj.weight_call / obj.names
     obj.source / obj.updates / obj.inplace / obj.weight_reassigned / obj.reasons
@@ -265,6 +266,14 @@ class AveragingObjects:
                 return obj
         return None
 
+    def shadow_name(self, update: InPlaceUpdate) -> str:
+        """What people call the average a hand-written update writes (for messages)."""
+        obj = self.of_update(update)
+        if obj is not None and obj.names:
+            return obj.names[0]
+        node = update.shadow_container if update.shadow_container is not None else update.shadow
+        return self._code(node)
+
     def averages_weights(self, update: InPlaceUpdate) -> bool:
         """Whether a hand-written update averages model weights into a shadow.
 
@@ -289,6 +298,15 @@ class AveragingObjects:
             pulled = self._refer(update.source_container, 0)
             if pulled is not None and pulled is not obj:
                 return False
+            if (
+                obj is None
+                and is_averaged_name(self._code(update.source_container))
+                and (
+                    update.shadow_container is None
+                    or not is_averaged_name(self._code(update.shadow_container))
+                )
+            ):
+                return False  # ``model`` updated from ``ema``: the average copied back
         if obj is not None:
             if obj.bound is not None or obj.module_copy:
                 return True
@@ -317,27 +335,31 @@ class AveragingObjects:
                 continue
             if self.index.contains(obj.creation, call) or self._refer(func.value, 0) is obj:
                 return True
+            if isinstance(func.value, cst.Name) and self._over_parameters_of(call, obj):
+                return True  # for p in ema.parameters(): p.requires_grad_(False)
         for node in self.ctx.nodes(cst.Assign):
             target = node.targets[0].target if len(node.targets) == 1 else None
-            if not (
+            if (
                 isinstance(target, cst.Attribute)
                 and target.attr.value == "requires_grad"
                 and isinstance(target.value, cst.Name)
                 and _is_false(node.value)
-            ):
-                continue
-            loop = self.index.enclosing(node, cst.For)
-            if not isinstance(loop, cst.For):
-                continue
-            iterable = loop.iter
-            if (
-                isinstance(iterable, cst.Call)
-                and isinstance(iterable.func, cst.Attribute)
-                and iterable.func.attr.value in ("parameters", "named_parameters")
-                and self._refer(iterable.func.value, 0) is obj
+                and self._over_parameters_of(node, obj)
             ):
                 return True
         return False
+
+    def _over_parameters_of(self, node: cst.CSTNode, obj: AveragingObject) -> bool:
+        loop = self.index.enclosing(node, cst.For)
+        if not isinstance(loop, cst.For):
+            return False
+        iterable = loop.iter
+        return (
+            isinstance(iterable, cst.Call)
+            and isinstance(iterable.func, cst.Attribute)
+            and iterable.func.attr.value in ("parameters", "named_parameters")
+            and self._refer(iterable.func.value, 0) is obj
+        )
 
     # Creation ---------------------------------------------------------------------------------
     def _add(self, obj: AveragingObject, *nodes: cst.CSTNode) -> AveragingObject:
@@ -629,8 +651,12 @@ class AveragingObjects:
             base = self._refer(node.value, depth + 1)
             if base is not None:
                 return base if node.attr.value in _INNER else None
-            if isinstance(node.value, cst.Name) and node.value.value == "self":
-                cls = self.resolver.class_of_self(node)
+            if isinstance(node.value, (cst.Name, cst.Attribute)):
+                # ``self.ema`` in a method, or ``trainer.ema`` on an instance of the class.
+                if isinstance(node.value, cst.Name) and node.value.value == "self":
+                    cls = self.resolver.class_of_self(node)
+                else:
+                    cls = self.resolver.instance_class(node.value)
                 if cls is None:
                     return None
                 values = self.resolver.self_assignments(cls).get(node.attr.value, [])

@@ -206,13 +206,18 @@ for p, e in zip(model.parameters(), ema.parameters()):
 for e, p in zip(loss_ema.parameters(), model.parameters()):
     e.mul_(0.9).add_(p, alpha=0.1)
 buf.mul_(momentum).add_(grad)
+
+def update_model_with_ema(model, ema_model):
+    for p, e in zip(model.parameters(), ema_model.parameters()):
+        p.mul_(0.1).add_(e, alpha=0.9)
 """
     )
     updates = ctx.get(InPlaceUpdates).updates
     verdicts = [found.averages_weights(u) for u in updates]
     # ema, a list of copies, Adam-like gradient average, the live model pulled toward the
-    # average, a loss average by name, SGD momentum.
-    assert verdicts == [True, True, False, False, False, False]
+    # average, a loss average by name, SGD momentum, the live model pulled toward an average
+    # that the module never binds.
+    assert verdicts == [True, True, False, False, False, False, False]
     ema = by_name(found, "ema")
     assert found.of_update(updates[0]) is ema
     assert found.of_update(updates[1]).names == ["params_avg"]
@@ -231,6 +236,9 @@ ema_later.requires_grad_(False)
 ema_looped = copy.deepcopy(model)
 for p in ema_looped.parameters():
     p.requires_grad = False
+ema_called = copy.deepcopy(model)
+for p in ema_called.parameters():
+    p.requires_grad_(False)
 ema_shadow = {k: v.clone() for k, v in model.state_dict().items()}
 for k, v in model.state_dict().items():
     ema_shadow[k] = 0.99 * ema_shadow[k] + 0.01 * v
@@ -240,4 +248,23 @@ for k, v in model.state_dict().items():
     assert found.parameters_frozen(names["ema_plain"]) is False
     assert found.parameters_frozen(names["ema_later"]) is True
     assert found.parameters_frozen(names["ema_looped"]) is True
+    assert found.parameters_frozen(names["ema_called"]) is True
     assert found.parameters_frozen(names["ema_shadow"]) is None
+
+
+def test_attributes_of_instances_of_the_module_classes() -> None:
+    ctx, found = objects(
+        """
+import copy
+
+class ModelEMA:
+    def __init__(self, model):
+        self.ema = copy.deepcopy(model).eval()
+
+trainer_ema = ModelEMA(model)
+trainer_ema.ema.eval()
+"""
+    )
+    [obj] = found.objects
+    [call] = calls_named(ctx, "eval")[1:]
+    assert found.for_expression(call.func.value) is obj
