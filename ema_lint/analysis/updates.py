@@ -387,7 +387,9 @@ class InPlaceUpdates:
         body = getattr(block, "body", None)
         if not isinstance(body, (list, tuple)) or statement not in body:
             return None
-        for before in reversed(list(body)[: list(body).index(statement)]):
+        position = list(body).index(statement)
+        # The temporary is computed just before (a statement or two between at most).
+        for before in reversed(list(body)[max(0, position - 3) : position]):
             if not isinstance(before, cst.SimpleStatementLine):
                 return None
             for small in before.body:
@@ -623,7 +625,7 @@ class InPlaceUpdates:
                             source_side = self._container(ancestor.iter, 0)
                         return ancestor, shadow_s, source_side
             return None, shadow_s, source_side
-        if isinstance(shadow, (cst.Name, cst.Attribute)) and source is not None:
+        if isinstance(shadow, (cst.Name, cst.Attribute, cst.Call)) and source is not None:
             # ``torch._foreach_lerp_(ema_params, params, w)``: lists built from the weights.
             shadow_s = self._container(shadow, 0)
             source_s = self._container(source, 0)

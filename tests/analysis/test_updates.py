@@ -150,6 +150,12 @@ def test_two_statement_forms_record_their_first_call() -> None:
     assert augmented.form == "augassign" and code(augmented.old_weight.expr) == "d"
 
 
+def test_foreach_on_lists_built_in_place() -> None:
+    ctx = context("torch._foreach_lerp_(list(ema.parameters()), list(model.parameters()), 0.1)\n")
+    [update] = ctx.get(InPlaceUpdates).updates
+    assert side(update) == ("ema", "parameters", "model", "parameters")
+
+
 def test_update_through_a_temporary() -> None:
     ctx = context(
         "class EMA:\n"
