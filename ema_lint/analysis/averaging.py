@@ -50,11 +50,63 @@ from .names import ImportTable, dotted_name
 from .updates import WEIGHT_METHODS, InPlaceUpdate, InPlaceUpdates, container_of, strip_tensor
 from .values import ValueResolver
 
-# Every file in which ``averages_weights`` can hold: it names an averaging API or ``deepcopy``
-# (the objects), or reads a side of the update from a model's weights (the methods).
-UPDATE_TRIGGERS = tuple(
-    sorted({*OBJECT_TRIGGERS, b"parameters", b"state_dict", b"buffers", b"variables"})
+# Word tokens of an identifier that name an average (``ema_model``, ``modelEMA``,
+# ``self.shadow``, ``polyak_update``, ``teacher``), and compound spellings that name one in
+# teacher and target-network code (``_momentum_update_key_encoder``, ``soft_update``,
+# ``target_net``). A hand-written update not made by an averaging API must be named so (its
+# shadow, the function or the class that holds it): model merging and interpolation
+# (``merged.mul_(1 - t).add_(other, alpha=t)``) are not averages over time. A ``deepcopy``
+# of a module may also be named ``avg``/``average``/``swa`` (its file holds ``deepcopy``);
+# elsewhere those words are too common (Adam's ``exp_avg``, ``avgpool``, prose) to admit a
+# file to parsing.
+AVERAGE_WORDS = frozenset({"ema", "shadow", "polyak", "teacher"})
+COPY_AVERAGE_WORDS = AVERAGE_WORDS | {"avg", "average", "averaged", "swa"}
+AVERAGE_COMPOUNDS = (
+    "momentum_update",
+    "update_momentum",
+    "momentum_encoder",
+    "momentum_model",
+    "target_net",
+    "target_param",
+    "target_model",
+    "target_encoder",
+    "soft_update",
+    "update_target",
+    "moving_average",
+    "MovingAverage",
 )
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Every way a word token of AVERAGE_WORDS can be spelled in a file: "ema" after any character
+# that cannot precede it inside a word, the others as plain substrings, capitalised and upper.
+_BOUNDARY = " \t\n\r\f\v!\"#$%&'()*+,-./:;<=>?@[\\]^`{|}~_0123456789"
+_SPELLINGS = tuple(
+    sorted(
+        {
+            *(f"{c}ema" for c in _BOUNDARY),
+            "Ema",
+            "EMA",
+            *(
+                spelling
+                for word in ("shadow", "polyak", "teacher")
+                for spelling in (word, word.capitalize(), word.upper())
+            ),
+            *AVERAGE_COMPOUNDS,
+        }
+    )
+)
+_WEIGHT_METHOD_TOKENS = (b"parameters", b"state_dict", b"buffers", b"variables")
+# Every file in which ``averages_weights`` can hold: it names an averaging API or ``deepcopy``
+# (the objects), or it reads a side of the update from a model's weights (the methods) AND
+# names an average. The rules on hand-written updates declare both.
+UPDATE_TRIGGERS = OBJECT_TRIGGERS
+UPDATE_TRIGGER_GROUPS = ((_WEIGHT_METHOD_TOKENS, tuple(s.encode() for s in _SPELLINGS)),)
+
+
+def names_an_average(code: str, words: frozenset[str] = AVERAGE_WORDS) -> bool:
+    """Whether an identifier (or an expression's code) names an average."""
+    if any(compound in code for compound in AVERAGE_COMPOUNDS):
+        return True
+    return any(word in words for part in _IDENTIFIER.findall(code) for word in tokens(part))
 
 
 class Use(str, enum.Enum):
@@ -287,12 +339,15 @@ class AveragingObjects:
         if update.source is None:
             return False
         source = strip_tensor(update.source)
-        if not isinstance(source, (cst.Name, cst.Attribute, cst.Subscript)):
-            return False
+        listed = update.form == "foreach" and update.source_method in WEIGHT_METHODS
+        if not isinstance(source, (cst.Name, cst.Attribute, cst.Subscript)) and not listed:
+            return False  # a computed value: ``p ** 2``, ``grad * lr``
         if isinstance(source, cst.Attribute) and source.attr.value in ("grad", "main_grad"):
             return False
         obj = self.of_update(update)
         if obj is not None and obj.use is Use.NOT_WEIGHTS:
+            return False
+        if (obj is None or obj.bound is None) and not self._named_average(update, obj):
             return False
         if update.source_container is not None:
             pulled = self._refer(update.source_container, 0)
@@ -320,6 +375,23 @@ class AveragingObjects:
         ):
             return False
         return not any(w in _NOT_WEIGHT_TOKENS for w in tokens(self._code(shadow)))
+
+    def _named_average(self, update: InPlaceUpdate, obj: AveragingObject | None) -> bool:
+        """The update's shadow, its container, or the function or class holding it is named
+        as an average."""
+        names = list(obj.names) if obj is not None else []
+        if update.shadow_container is not None:
+            names.append(self._code(update.shadow_container))
+        names.append(self._code(strip_tensor(update.shadow)))
+        for scope in self.index.ancestors(update.node):
+            if isinstance(scope, (cst.FunctionDef, cst.ClassDef)):
+                names.append(scope.name.value)
+        if obj is not None and obj.module_copy:
+            return any(
+                names_an_average(name, COPY_AVERAGE_WORDS) or is_averaged_name(name)
+                for name in names
+            )
+        return any(names_an_average(name) for name in names)
 
     def parameters_frozen(self, obj: AveragingObject) -> bool | None:
         """Whether a hand-made copy's parameters were set not to require grad

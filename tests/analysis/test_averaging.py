@@ -194,10 +194,10 @@ import copy
 
 ema = copy.deepcopy(model).requires_grad_(False)
 loss_ema = copy.deepcopy(model)
-params_avg = [p.detach().clone() for p in model.parameters()]
+params_ema = [p.detach().clone() for p in model.parameters()]
 for e, p in zip(ema.parameters(), model.parameters()):
     e.mul_(0.999).add_(p, alpha=0.001)
-for e, p in zip(params_avg, model.parameters()):
+for e, p in zip(params_ema, model.parameters()):
     e.mul_(0.999).add_(p, alpha=0.001)
 for name, p in model.named_parameters():
     exp_avg[name].mul_(0.9).add_(p.grad, alpha=0.1)
@@ -220,7 +220,7 @@ def update_model_with_ema(model, ema_model):
     assert verdicts == [True, True, False, False, False, False, False]
     ema = by_name(found, "ema")
     assert found.of_update(updates[0]) is ema
-    assert found.of_update(updates[1]).names == ["params_avg"]
+    assert found.of_update(updates[1]).names == ["params_ema"]
     assert found.of_update(updates[2]) is None
     assert ema.module_copy and found.parameters_frozen(ema) is True
 
@@ -268,3 +268,69 @@ trainer_ema.ema.eval()
     [obj] = found.objects
     [call] = calls_named(ctx, "eval")[1:]
     assert found.for_expression(call.func.value) is obj
+
+
+def test_updates_must_be_named_as_averages_unless_an_api_makes_them() -> None:
+    from ema_lint.analysis.updates import InPlaceUpdates
+
+    ctx, found = objects(
+        """
+import copy
+
+def interpolate(model_a, model_b, t):
+    merged = copy.deepcopy(model_a)
+    for m, b in zip(merged.parameters(), model_b.parameters()):
+        m.mul_(1 - t).add_(b, alpha=t)
+
+def step(avg_model, model):
+    for a, p in zip(avg_model.parameters(), model.parameters()):
+        a.mul_(0.99).add_(p, alpha=0.01)
+
+avg_model = copy.deepcopy(model)
+step(avg_model, model)
+
+def _momentum_update_key_encoder(encoder_q, encoder_k):
+    for q, k in zip(encoder_q.parameters(), encoder_k.parameters()):
+        k.mul_(0.99).add_(q, alpha=0.01)
+
+def helper(a, b):
+    for x, y in zip(a.parameters(), b.parameters()):
+        x.mul_(0.99).add_(y, alpha=0.01)
+"""
+    )
+    verdicts = [found.averages_weights(u) for u in ctx.get(InPlaceUpdates).updates]
+    # Merging is not an average; a deepcopy named avg is; so is a function named for a
+    # momentum update; an anonymous helper is not judged.
+    assert verdicts == [False, True, True, False]
+
+
+def test_names_an_average_and_the_trigger_group_agree() -> None:
+    from ema_lint.analysis.averaging import UPDATE_TRIGGER_GROUPS, names_an_average
+    from ema_lint.prefilter import PreFilter
+    from ema_lint.rule import Rule
+
+    class Probe(Rule):
+        code = "EMA997"
+        name = "probe"
+        triggers = ()
+        trigger_groups = UPDATE_TRIGGER_GROUPS
+
+    prefilter = PreFilter([Probe])
+    for name in (
+        "ema",
+        "model_ema",
+        "modelEMA",
+        "EmaModel",
+        "v2ema",
+        "self.shadow[k]",
+        "polyak_update",
+        "Teacher",
+        "_momentum_update_key_encoder",
+        "soft_update",
+    ):
+        assert names_an_average(name), name
+        for before in (" ", "(", ".", "[", "\n", "*", "_"):
+            text = f"for p in x.parameters(): pass\n{before}{name} = 1\n"
+            assert prefilter.matches(text), (name, before)
+    for name in ("remaining", "schema", "exp_avg", "swap", "merged", "encoder_k"):
+        assert not names_an_average(name), name
