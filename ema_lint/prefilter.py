@@ -14,6 +14,11 @@ without any change here. A trigger is one of:
   that relies on it decides what an EMA name is with :func:`identifier_components` (or a
   stricter test), so the filter stays sound by construction.
 
+A rule may also declare ``trigger_groups``: conjunctions for evidence that is common alone
+and rare together (a weight method such as ``parameters`` AND a word for an average such as
+``ema``). A file matches a group when it holds a trigger of every set of the group; the
+first set is tested first, so it should be the rarer one.
+
 Matching is two-stage, because in a real training library almost no file holds a trigger
 and all the cost there is the scan. First the *gates*: the fewest literal substrings such
 that every trigger contains one (``bytes.__contains__`` scans at memory speed; in CPython a
@@ -168,13 +173,19 @@ class PreFilter:
     def __init__(self, rules: Iterable[type[Rule]]) -> None:
         literals: set[str] = set()
         patterns: set[bytes] = set()
+        groups: list[tuple[tuple[bytes, ...], ...]] = []
         self.accepts_all = False
         for rule in rules:
             if getattr(rule, "internal", False):
                 continue
-            if not rule.triggers:
+            rule_groups = getattr(rule, "trigger_groups", ())
+            if not rule.triggers and not rule_groups:
                 # A rule that cannot name its triggers must see every file.
                 self.accepts_all = True
+            for group in rule_groups:
+                key = tuple(tuple(alternatives) for alternatives in group)
+                if key not in groups:
+                    groups.append(key)
             for trigger in rule.triggers:
                 if not isinstance(trigger, bytes):
                     raise TypeError(
@@ -201,6 +212,20 @@ class PreFilter:
         self.gates: tuple[bytes, ...] = tuple(step[0] for step in self._bytes.steps)
         # A non-ASCII literal is written in UTF-8 in the file: match text through its bytes.
         self._text_via_bytes = not all(t.isascii() for t in kept)
+        # A group with a set whose every trigger contains a literal trigger of the union only
+        # admits files the union admits already: dropped.
+        self.groups: tuple[tuple[tuple[bytes, ...], ...], ...] = tuple(
+            group
+            for group in groups
+            if not any(
+                all(any(k in t for k in self.literals) for t in alternatives)
+                for alternatives in group
+            )
+        )
+        # Each set of a group is itself a small union of triggers.
+        self._groups = tuple(
+            tuple(_TokenSet(alternatives) for alternatives in group) for group in self.groups
+        )
 
     @cached_property
     def fingerprint(self) -> str:
@@ -208,6 +233,7 @@ class PreFilter:
         if self.accepts_all:
             return "all"
         text = "\0".join(repr(t) for t in sorted(self.tokens, key=repr))
+        text += "\1" + repr(self.groups)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     @classmethod
@@ -224,11 +250,35 @@ class PreFilter:
         """True if the file may hold a finding and must be parsed."""
         if self.accepts_all:
             return True
-        if isinstance(data, str):
-            if self._text_via_bytes:
-                return self._bytes.matches(data.encode("utf-8", "surrogatepass"))
-            return self._text.matches(data)
-        return self._bytes.matches(data)
+        if isinstance(data, str) and self._text_via_bytes:
+            data = data.encode("utf-8", "surrogatepass")
+        plan = self._text if isinstance(data, str) else self._bytes
+        if plan.matches(data):
+            return True
+        return any(all(part.matches(data) for part in group) for group in self._groups)
+
+
+class _TokenSet:
+    """One set of a trigger group: matches when the data holds any of its triggers."""
+
+    __slots__ = ("_bytes", "_text")
+
+    def __init__(self, triggers: Iterable[bytes]) -> None:
+        literals: list[str] = []
+        expressions: list[tuple[str, str]] = []
+        for trigger in triggers:
+            if isinstance(trigger, Component):
+                expressions.extend(_component_expressions(trigger.decode()))
+            elif isinstance(trigger, Identifier):
+                expressions.append(_identifier_expression(trigger.decode()))
+            else:
+                literals.append(trigger.decode("latin-1"))
+        kept = _minimal(literals)
+        self._bytes = _Plan(kept, expressions, bytes)
+        self._text = _Plan(kept, expressions, str)
+
+    def matches(self, data: bytes | str) -> bool:
+        return (self._text if isinstance(data, str) else self._bytes).matches(data)
 
 
 @lru_cache(maxsize=1)
