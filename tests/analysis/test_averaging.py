@@ -183,3 +183,11 @@ def test_name_tokens() -> None:
     assert is_averaged_name("model_ema") and is_averaged_name("ema") and is_averaged_name("avg_net")
     assert is_averaged_name("momentum_encoder") and is_averaged_name("target_q")
     assert not is_averaged_name("schema") and not is_averaged_name("cinema_model")
+
+
+def test_deepcopy_under_another_name_makes_a_hand_made_copy() -> None:
+    _, found = objects(
+        "from copy import deepcopy as dc\nimport copy as cp\n"
+        "ema = dc(model)\nshadow = cp.deepcopy(model)\nother = dc(model)\n"
+    )
+    assert sorted(n for o in found.objects for n in o.names) == ["ema", "shadow"]
