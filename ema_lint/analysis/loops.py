@@ -341,6 +341,11 @@ class TrainingLoops:
         return None
 
     # Validation -----------------------------------------------------------------------------
+    def is_validation_name(self, name: str) -> bool:
+        """A function name that says it evaluates (``evaluate``, ``validate_ema``,
+        ``run_eval``), not a test (``test_something``)."""
+        return bool(_VALIDATION_FUNCTION.search(name)) and not name.startswith("test_")
+
     def is_validation_function(self, fn: cst.FunctionDef) -> bool:
         name = fn.name.value
         if _VALIDATION_FUNCTION.search(name) and not name.startswith("test_"):
