@@ -42,3 +42,46 @@ def call_statement(
     """``receiver.method(args)`` as a statement line."""
     call = cst.Call(cst.Attribute(receiver, cst.Name(method)), args=list(args))
     return cst.SimpleStatementLine([cst.Expr(call)])
+
+
+def without_argument(call: cst.Call, arg: cst.Arg) -> cst.Call:
+    """``call`` without ``arg``, keeping the layout of the others: the argument before it
+    takes over its comma when it was the last one (trailing comma and line breaks stay), and
+    a comment at the end of its line moves to the end of the previous argument's line."""
+    args = list(call.args)
+    position = next(i for i, a in enumerate(args) if a is arg)
+    del args[position]
+    if position > 0:
+        previous = args[position - 1]
+        if position == len(args):
+            args[position - 1] = previous.with_changes(comma=arg.comma)
+        else:
+            comment = _comma_comment(arg.comma)
+            if comment is not None and _comma_comment(previous.comma) is None:
+                args[position - 1] = previous.with_changes(
+                    comma=_with_comment(previous.comma, comment)
+                )
+    return call.with_changes(args=args)
+
+
+def _comma_comment(comma: cst.Comma | cst.MaybeSentinel) -> cst.Comment | None:
+    if isinstance(comma, cst.Comma) and isinstance(
+        comma.whitespace_after, cst.ParenthesizedWhitespace
+    ):
+        return comma.whitespace_after.first_line.comment
+    return None
+
+
+def _with_comment(
+    comma: cst.Comma | cst.MaybeSentinel, comment: cst.Comment
+) -> cst.Comma | cst.MaybeSentinel:
+    if isinstance(comma, cst.Comma) and isinstance(
+        comma.whitespace_after, cst.ParenthesizedWhitespace
+    ):
+        first = comma.whitespace_after.first_line.with_changes(
+            whitespace=cst.SimpleWhitespace("  "), comment=comment
+        )
+        return comma.with_changes(
+            whitespace_after=comma.whitespace_after.with_changes(first_line=first)
+        )
+    return comma
