@@ -165,12 +165,12 @@ class ModeTracker:
             return list(self._parents.get(id(cls), [])) if cls is not None else []
         found = list(self._parent_codes.get(code or "", []))
         if isinstance(receiver, cst.Name):
-            cls = self._instance_class(receiver)
+            cls = self.instance_class(receiver)
             if cls is not None:
                 found.extend(self._parents.get(id(cls), []))
         return found
 
-    def _instance_class(self, name: cst.Name) -> cst.ClassDef | None:
+    def instance_class(self, name: cst.Name) -> cst.ClassDef | None:
         """The module's class ``name`` is an instance of (``model = Net(); model.train()``)."""
         from .values import ValueResolver
 
