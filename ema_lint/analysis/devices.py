@@ -110,10 +110,9 @@ class Devices:
             if isinstance(arg, cst.Arg) and self.is_cpu(arg.value):
                 found.append(CpuPlacement("argument", arg, bound.call))  # type: ignore[arg-type]
         objects = self.ctx.get(AveragingObjects)
-        for call in self.ctx.nodes(cst.Call):
+        for call in self._moves():
             func = call.func
-            if not isinstance(func, cst.Attribute) or func.attr.value not in ("cpu", "to"):
-                continue
+            assert isinstance(func, cst.Attribute)
             if obj.updates and not any(self.index.is_before(call, u) for u in obj.updates):
                 continue  # after the last update: moving the final average for saving
             if objects.for_expression(func.value) is not obj:
@@ -130,6 +129,17 @@ class Devices:
                 continue
             kind = "call" if not others else "device"
             found.append(CpuPlacement(kind, call if kind == "call" else device, call))
+        return found
+
+    def _moves(self) -> list[cst.Call]:
+        """``x.cpu()`` and ``x.to(...)`` calls of the module (collected once)."""
+        found = getattr(self, "_move_calls", None)
+        if found is None:
+            found = self._move_calls = [
+                c
+                for c in self.ctx.nodes(cst.Call)
+                if isinstance(c.func, cst.Attribute) and c.func.attr.value in ("cpu", "to")
+            ]
         return found
 
     def _device_arg(self, call: cst.Call) -> cst.Arg | None:

@@ -174,12 +174,17 @@ class ModeTracker:
         """The module's class ``name`` is an instance of (``model = Net(); model.train()``)."""
         from .values import ValueResolver
 
+        cache: dict[int, cst.ClassDef | None] = self.__dict__.setdefault("_instances", {})
+        if id(name) in cache:
+            return cache[id(name)]
+        cache[id(name)] = None
         bindings = self.ctx.get(ValueResolver).bindings_of(name) or []
         for binding in bindings:
             value = binding.value
             if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
                 for cls in self.ctx.nodes(cst.ClassDef):
                     if cls.name.value == value.func.value:  # type: ignore[attr-defined]
+                        cache[id(name)] = cls  # type: ignore[assignment]
                         return cls  # type: ignore[return-value]
         return None
 

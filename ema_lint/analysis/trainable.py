@@ -106,16 +106,24 @@ class TrainableCopies:
             ):
                 yield from self._parameter_calls(name, depth + 1)  # type: ignore[arg-type]
 
+    def _optimizer_parameters(self) -> list[tuple[cst.Call, list[cst.Call]]]:
+        """Each optimizer with the ``.parameters()`` calls it is given (computed once)."""
+        found = getattr(self, "_given", None)
+        if found is None:
+            found = self._given = []
+            for optimizer in self.optimizers:
+                params = self._params_argument(optimizer)
+                if params is not None:
+                    calls = list(dict.fromkeys(self._parameter_calls(params)))
+                    found.append((optimizer, calls))
+        return found
+
     def reaches(self, obj: AveragingObject) -> list[OptimizerReach]:
         """Optimizers given the copy's parameters."""
         modes = self.ctx.get(ModeTracker)
         parents = modes.registered_in(obj)
         found: list[OptimizerReach] = []
-        for optimizer in self.optimizers:
-            params = self._params_argument(optimizer)
-            if params is None:
-                continue
-            calls = list(dict.fromkeys(self._parameter_calls(params)))
+        for optimizer, calls in self._optimizer_parameters():
             for call in calls:
                 owner = call.func.value  # type: ignore[attr-defined]
                 if self.objects.for_expression(owner) is obj:

@@ -90,9 +90,7 @@ class ModelWrappers:
             return None
         scope = self.index.enclosing(at, cst.FunctionDef)
         last: tuple[cst.CSTNode, cst.BaseExpression | None] | None = None
-        for assign in self.ctx.nodes(cst.Assign):
-            if self.index.enclosing(assign, cst.FunctionDef) is not scope:
-                continue
+        for assign in self._assignments().get(id(scope), []):
             if not self.index.is_before(assign, at) or self.index.contains(assign, at):
                 continue
             value = self._value_for(assign, code)  # type: ignore[arg-type]
@@ -114,6 +112,16 @@ class ModelWrappers:
             for a in self._ancestors_within(assign, scope)
         )
         return Wrapping(found[0], value, assign, conditional, found[1])
+
+    def _assignments(self) -> dict[int, list[cst.Assign]]:
+        """Assignments by the id of their function (``id(None)`` at module level)."""
+        found = getattr(self, "_by_scope", None)
+        if found is None:
+            found = self._by_scope = {}
+            for assign in self.ctx.nodes(cst.Assign):
+                scope = self.index.enclosing(assign, cst.FunctionDef)
+                found.setdefault(id(scope), []).append(assign)
+        return found
 
     def _ancestors_within(self, node: cst.CSTNode, scope: cst.CSTNode | None):
         for ancestor in self.index.ancestors(node):
