@@ -409,7 +409,8 @@ class TrainingLoops:
         return bool(name and _VALIDATION_LOADER.search(name))
 
     def is_validation_context(self, node: cst.CSTNode) -> bool:
-        """Inside a validation function, a no-grad block, or a loop over a validation loader."""
+        """Inside a validation function, a no-grad block, or a loop (or comprehension) over a
+        validation loader."""
         if self.no_grad_block(node) is not None:
             return True
         for ancestor in self.index.ancestors(node):
@@ -417,6 +418,13 @@ class TrainingLoops:
                 return True
             if isinstance(ancestor, (cst.For, cst.While)) and self.is_validation_loop(ancestor):
                 return True
+            if isinstance(ancestor, (cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp)):
+                comp: cst.CompFor | None = ancestor.for_in
+                while comp is not None:
+                    name = _last_identifier(comp.iter)
+                    if name and _VALIDATION_LOADER.search(name):
+                        return True
+                    comp = comp.inner_for_in
         return False
 
     def epoch_loop(self, loop: Loop) -> Loop | None:

@@ -372,3 +372,11 @@ def test_accumulation_steps_from_the_guard_the_accelerator_and_range() -> None:
         .value
         == "acc"
     )
+
+
+def test_comprehension_over_a_validation_loader_is_a_validation_context() -> None:
+    loops, ctx = model(
+        "outs = [ema(x) for x in val_loader]\nother = [ema(y) for y in train_loader]\n"
+    )
+    assert loops.is_validation_context(call(ctx, "ema(x)"))
+    assert not loops.is_validation_context(call(ctx, "ema(y)"))
