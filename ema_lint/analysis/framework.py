@@ -34,6 +34,12 @@ PER_BATCH_HOOKS = frozenset(
         "on_after_backward",
     }
 )
+# Lightning hooks that run on every batch or every optimizer step.
+PER_STEP_HOOKS = PER_BATCH_HOOKS | {
+    "on_before_zero_grad",
+    "optimizer_step",
+    "on_before_optimizer_step",
+}
 # Lightning hooks that run with the LightningModule (and its child modules) in eval mode.
 EVAL_HOOK_PREFIXES = ("validation_", "test_", "predict_", "on_validation_", "on_test_")
 EVAL_HOOK_PREFIXES += ("on_predict_",)
