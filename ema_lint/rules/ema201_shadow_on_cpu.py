@@ -6,6 +6,7 @@ import libcst as cst
 
 from ..analysis.averaging import AVERAGING_TRIGGERS, AveragingObject, AveragingObjects, Use
 from ..analysis.devices import CpuPlacement, Devices
+from ..analysis.framework import PER_STEP_HOOKS, FrameworkHooks
 from ..analysis.loops import TrainingLoops
 from ..analysis.run_length import RunLengths
 from ..analysis.values import ValueResolver
@@ -20,7 +21,8 @@ class ShadowOnCpu(Rule):
     An evaluation EMA (or SWA copy) placed on the CPU (``.cpu()``, ``.to("cpu")``,
     ``.to(torch.device("cpu"))``, or the API's ``device="cpu"``) in a module whose model
     trains on an accelerator (``.cuda()``, a ``"cuda"`` device, ``Accelerator()``, DDP),
-    and updated on every optimizer step of the training loop.
+    and updated on every optimizer step: in the training loop, or in a Lightning hook that
+    runs on every batch or step (``on_train_batch_end``, ``on_before_zero_grad``...).
 
     Silent for the documented offload idioms: pinned memory with ``non_blocking=True``
     copies (diffusers' ``--offload_ema``), an update every few steps (an ``if step % k ==
@@ -128,11 +130,15 @@ class ShadowOnCpu(Rule):
                     return False
         loops = self.ctx.get(TrainingLoops)
         lengths = self.ctx.get(RunLengths)
+        hooks = self.ctx.get(FrameworkHooks)
         for update in obj.updates:
             if lengths.guard_interval(update)[0] > 1:
                 continue
             for anchor in loops.anchors(update):
                 if any(anchor.loop is loop for loop in loops.step_loops):
+                    return True
+            for hook, _ in hooks.hooks_reaching(update):
+                if hook.name.value in PER_STEP_HOOKS:
                     return True
         return False
 
