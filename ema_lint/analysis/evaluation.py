@@ -1,9 +1,10 @@
 """Where an averaged model copy is evaluated, and where code would go before it.
 
-An evaluation of a copy is either a call that *passes* it to an evaluation function
-(``evaluate(ema_model, val_loader)``, ``validate(model_ema.module, ...)``: a function named
-for validation, or a function of the module that runs its parameter in a validation
-context) or a call of the copy itself (``ema(x)``, ``ema.module(x)``) in a validation
+An evaluation of a copy is either a call that *passes* it to an evaluation function of
+the module (``evaluate(ema_model, val_loader)``, ``validate(model_ema.module, ...)``: one
+named for validation that runs its parameter, or one that runs it in a validation context,
+without setting its mode itself; an imported ``evaluate`` is not judged, its body is not
+here) or a call of the copy itself (``ema(x)``, ``ema.module(x)``) in a validation
 context: a ``torch.no_grad()`` / ``inference_mode()`` block, a loop over a validation
 loader, a function named or decorated for evaluation. The Lightning ``trainer.validate``
 family is not counted (Lightning sets the mode itself), nor are uses of teachers.
@@ -81,7 +82,6 @@ class EvaluationSites:
 
     def _passed(self, call: cst.Call) -> None:
         func = call.func
-        name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
         if isinstance(func, cst.Attribute):
             receiver = func.value
             last = receiver.attr.value if isinstance(receiver, cst.Attribute) else None
@@ -96,15 +96,14 @@ class EvaluationSites:
             obj = self._object(arg.value)
             if obj is None or self.objects.for_expression(func) is obj:
                 continue
-            if targets:
-                for target in targets:
-                    param = self.modes.param_name(target, arg, position)
-                    if param is None or not self._evaluates_param(target, param):
-                        continue
-                    self._add(obj, call, arg.value, "passed", target, param)
-                    break
-            elif isinstance(name, str) and self.loops.is_validation_name(name):
-                self._add(obj, call, arg.value, "passed")
+            # Only functions of the module: an imported ``evaluate`` usually calls
+            # ``model.eval()`` itself, and its body cannot be read from here.
+            for target in targets:
+                param = self.modes.param_name(target, arg, position)
+                if param is None or not self._evaluates_param(target, param):
+                    continue
+                self._add(obj, call, arg.value, "passed", target, param)
+                break
 
     def _evaluates_param(self, fn: cst.FunctionDef, param: str) -> bool:
         """``fn`` runs its parameter ``param`` in a validation context, or is named for
