@@ -150,6 +150,8 @@ class TrainableCopies:
             node = node.func.value
         for call in self.ctx.nodes(cst.Call):
             func = call.func
+            if self._freezing_helper(call, obj):
+                return True
             if not isinstance(func, cst.Attribute):
                 continue
             if func.attr.value == "requires_grad_" and _false_arg(call):
@@ -172,6 +174,21 @@ class TrainableCopies:
                 ):
                     return True
         return False
+
+    def _freezing_helper(self, call: cst.Call, obj: AveragingObject) -> bool:
+        """``set_requires_grad(target, False)``, ``freeze(ema)``, ``freeze_model(teacher)``."""
+        func = call.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+        if not isinstance(name, str):
+            return False
+        lowered = name.lower()
+        freezing = "freeze" in lowered or (
+            "requires_grad" in lowered
+            and any(isinstance(a.value, cst.Name) and a.value.value == "False" for a in call.args)
+        )
+        if not freezing or lowered == "requires_grad_":
+            return False
+        return any(not a.star and self.objects.for_expression(a.value) is obj for a in call.args)
 
     def _loop_variable_of(self, expr: cst.BaseExpression, obj: AveragingObject) -> bool:
         """``p`` in ``for p in ema.parameters():`` or ``param_k`` in
