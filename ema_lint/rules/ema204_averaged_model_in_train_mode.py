@@ -16,9 +16,9 @@ from ..statement_edits import call_statement
 class AveragedModelInTrainMode(Rule):
     """
     ## What it finds
-    An EMA or SWA model that is evaluated (passed to an ``evaluate``/``validate`` function,
-    or to a function of the module that runs it under ``torch.no_grad()`` or over a
-    validation loader; or called itself in such a place) while it is in train mode: no
+    An EMA or SWA model that is evaluated (passed to an ``evaluate``/``validate`` function
+    of the module, or to one that runs it under ``torch.no_grad()`` or over a validation
+    loader; or called itself in such a place) while it is in train mode: no
     ``.eval()`` on it on the way from its creation, or from the last ``.train()`` that
     reached it, to the evaluation. The path is followed back through the statements before
     the evaluation, the previous iteration of the loops around it, and the call sites of
@@ -36,8 +36,10 @@ class AveragedModelInTrainMode(Rule):
 
     Silent for teachers used inside the training loss (mean teacher, DINO, BYOL: often in
     train mode on purpose), for ``trainer.validate(...)``, for evaluation functions that
-    call ``.eval()`` on their argument themselves, and wherever the mode cannot be told (a
-    function nothing in the module calls, while the copy's mode is switched elsewhere).
+    call ``.eval()`` on their argument themselves, for evaluation functions imported from
+    elsewhere (most call ``model.eval()`` themselves, and their code is not in the file),
+    and wherever the mode cannot be told (a function nothing in the module calls, while
+    the copy's mode is switched elsewhere).
 
     ## Why it hurts training
     In train mode dropout stays on and BatchNorm normalizes with the statistics of each
@@ -47,7 +49,14 @@ class AveragedModelInTrainMode(Rule):
 
     ## Example
     ```python
+    import torch
     from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+
+    @torch.no_grad()
+    def evaluate(net, loader):
+        return sum((net(x).argmax(1) == y).sum().item() for x, y in loader)
+
 
     ema_model = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(0.999))
     for epoch in range(epochs):
@@ -60,7 +69,14 @@ class AveragedModelInTrainMode(Rule):
 
     ## Use instead
     ```python
+    import torch
     from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+
+    @torch.no_grad()
+    def evaluate(net, loader):
+        return sum((net(x).argmax(1) == y).sum().item() for x, y in loader)
+
 
     ema_model = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(0.999))
     for epoch in range(epochs):
