@@ -809,22 +809,3 @@ class AveragingObjects:
 
     def _code(self, node: cst.CSTNode | None) -> str:
         return "" if node is None else cst.Module([]).code_for_node(node)
-
-
-def _averaging_triggers() -> tuple[bytes, ...]:
-    """Tokens every file holding an averaging object contains: an API's name or
-    ``deepcopy`` (OBJECT_TRIGGERS), an in-place update operation, or a name that says it
-    is averaged (a shadow updated by plain assignment), in its usual spellings."""
-    from .apis import OBJECT_TRIGGERS
-
-    words = {*_AVERAGED_TOKENS, "momentum", "encoder", "target", "tgt"}
-    found = {t.decode() for t in OBJECT_TRIGGERS}
-    found.update(f"{op}_" for op in ("mul", "add", "lerp", "copy", "sub"))
-    found.update(("_foreach_", ".data", "odel_k", "odelK", "ODEL_K"))
-    for word in words:
-        found.update((word, word.capitalize(), word.upper()))
-    return tuple(sorted(t.encode() for t in found))
-
-
-# For rules about averaging objects of any kind, hand-made ones included.
-AVERAGING_TRIGGERS = _averaging_triggers()

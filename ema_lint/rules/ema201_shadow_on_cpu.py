@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.averaging import AVERAGING_TRIGGERS, AveragingObject, AveragingObjects, Use
+from ..analysis.averaging import AveragingObject, AveragingObjects, Use
 from ..analysis.devices import CpuPlacement, Devices
 from ..analysis.framework import PER_STEP_HOOKS, FrameworkHooks
 from ..analysis.loops import TrainingLoops
@@ -84,7 +84,7 @@ class ShadowOnCpu(Rule):
     summary = "Averaged copy kept on the CPU while the model trains on an accelerator"
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.SAFE
-    triggers = AVERAGING_TRIGGERS
+    triggers = (b"cpu",)  # .cpu(), "cpu", torch.device("cpu")
     requires = (AveragingObjects, Devices, TrainingLoops)
 
     def finish(self) -> None:

@@ -6,7 +6,7 @@ import math
 
 import libcst as cst
 
-from ..analysis.averaging import AVERAGING_TRIGGERS, AveragingObject, AveragingObjects, Use
+from ..analysis.averaging import AveragingObject, AveragingObjects, Use
 from ..analysis.decays import DecaySettings
 from ..analysis.framework import FrameworkHooks
 from ..analysis.horizon import format_count, format_number, horizon
@@ -111,7 +111,14 @@ class UpdateIgnoresAccumulation(Rule):
     summary = "Average updated on every micro-batch while the optimizer steps every N"
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.SAFE
-    triggers = AVERAGING_TRIGGERS
+    # Loop findings need a backward pass in the module; framework findings name their
+    # accumulation setting.
+    triggers = (
+        b"backward(",
+        b"accumulate_grad_batches",
+        b"gradient_accumulation_steps",
+        b"accumulative_counts",
+    )
     requires = (AveragingObjects, TrainingLoops, FrameworkHooks, DecaySettings)
 
     def finish(self) -> None:

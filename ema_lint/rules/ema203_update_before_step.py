@@ -6,7 +6,7 @@ import re
 
 import libcst as cst
 
-from ..analysis.averaging import AVERAGING_TRIGGERS, AveragingObject, AveragingObjects, Use
+from ..analysis.averaging import AveragingObject, AveragingObjects, Use
 from ..analysis.loops import BeforeStep, Placement, TrainingLoops
 from ..diagnostics import Applicability, Fix, FixAvailability
 from ..rule import Rule
@@ -85,7 +85,7 @@ class UpdateBeforeStep(Rule):
     summary = "Average updated before the optimizer step of the same iteration"
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.SAFE
-    triggers = AVERAGING_TRIGGERS
+    triggers = (b"backward(",)  # a training loop needs a backward pass
     requires = (AveragingObjects, TrainingLoops)
 
     def finish(self) -> None:

@@ -91,6 +91,8 @@ class ParamsTrainable(Rule):
                 continue
             if obj.spec is not None and obj.spec.model_copy is None:
                 continue  # tensors or callbacks, not a module with parameters
+            if obj.spec is None and any(u is obj.creation for u in obj.updates):
+                continue  # a shadow found by its update (tensors), not a copied module
             reaches = trainable.reaches(obj)
             if not reaches:
                 continue

@@ -75,7 +75,16 @@ class EmaOfWrappedModel(Rule):
     summary = "Averaged copy made of a DDP/DataParallel/FSDP/compiled model"
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.SAFE
-    triggers = (b"DataParallel", b"compile", b"prepare", b"deepspeed")
+    # The wrappers, as the code spells them (torch.compile also imported on its own).
+    triggers = (
+        b"DataParallel",
+        b"torch.compile",
+        b"import compile",
+        b", compile",
+        b"compile as",
+        b".prepare(",
+        b"deepspeed",
+    )
     requires = (AveragingObjects, ModelWrappers)
 
     def finish(self) -> None:
