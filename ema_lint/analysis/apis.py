@@ -33,6 +33,8 @@ from typing import Any
 
 import libcst as cst
 
+from ..prefilter import identifier
+
 
 class Side(str, enum.Enum):
     """Which side of ``avg <- D*avg + (1-D)*new`` the argument weighs."""
@@ -1186,7 +1188,8 @@ def semantics_table(roles: Iterable[Role] | None = None) -> str:
 # A value rule can report only on a file that names an API taking an averaging weight: its
 # class or function name, a config registry name (``'EMAHook'``), or, where the averaging is
 # switched on by an argument (Keras ``use_ema``), that argument. Derived from the table so
-# that adding a library keeps the pre-filter sound.
+# that adding a library keeps the pre-filter sound. Each is a whole-identifier trigger: the
+# API is found through its import, so its name stands in the file as an identifier.
 def _weight_triggers() -> tuple[bytes, ...]:
     """Tokens of the APIs whose averaging weight the value rules judge."""
     tokens: set[str] = set()
@@ -1204,7 +1207,7 @@ def _weight_triggers() -> tuple[bytes, ...]:
     for spec in API_SPECS:
         if spec.registry_names and spec.weight is not None:
             tokens.update(name.rsplit(".", 1)[-1] for name in spec.registry_names)
-    return tuple(sorted(t.encode() for t in tokens))
+    return tuple(identifier(t) for t in sorted(tokens))
 
 
 WEIGHT_TRIGGERS = _weight_triggers()
@@ -1217,7 +1220,7 @@ def _object_triggers() -> tuple[bytes, ...]:
         if spec.role in (Role.EMA_MODEL, Role.SWA_MODEL, Role.EMA_CALLBACK, Role.SWA_CALLBACK):
             tokens.add(spec.short_name)
     tokens.add("deepcopy")
-    return tuple(sorted(t.encode() for t in tokens))
+    return tuple(identifier(t) for t in sorted(tokens))
 
 
 OBJECT_TRIGGERS = _object_triggers()

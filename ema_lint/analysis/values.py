@@ -268,6 +268,13 @@ class ValueResolver:
         """The bindings of a name as seen where it is used (None: not bound in the module)."""
         return self._lookup(name.value, self._scope_of(name))
 
+    def visible(self, name: str, at: cst.CSTNode) -> list[Binding] | None:
+        """The bindings ``name`` would have if it were written at ``at`` (None: unbound).
+
+        For fixes that write a name somewhere new: the list is the same object as
+        ``bindings_of`` returns for a use of the same binding, so ``is`` compares them."""
+        return self._lookup(name, self._scope_of(at))
+
     def callers(self, function: cst.FunctionDef) -> list[cst.Call]:
         """In-module calls of ``function``: ``f(...)``, ``self.f(...)``, ``Class(...)``."""
         return self._callers(function)

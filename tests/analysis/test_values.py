@@ -247,3 +247,27 @@ def test_shared_constants_are_marked() -> None:
     assert value.shared
     value = value_of("D = 0.99\n__probe__ = D\n")
     assert not value.shared
+
+
+def test_visible_bindings_at_a_new_place() -> None:
+    source = (
+        "loader = make()\n"
+        "def train(model, loader):\n"
+        "    for x in loader:\n"
+        "        model(x)\n"
+        "    done = 1\n"
+        "def main():\n"
+        "    for epoch in range(3):\n"
+        "        train(1, loader)\n"
+        "    done = 2\n"
+    )
+    ctx = FileContext(cst.parse_module(source), "t.py")
+    resolver = ctx.get(ValueResolver)
+    uses = [n for n in ctx.nodes(cst.Name) if n.value == "loader"]
+    in_train, module_level = uses[2], uses[3]  # `for x in loader` and `train(1, loader)`
+    fors = ctx.nodes(cst.For)
+    # After the loop of main(), `loader` is the module's; in train() it is the parameter.
+    assert resolver.visible("loader", fors[1]) is resolver.bindings_of(module_level)
+    assert resolver.visible("loader", fors[1]) is not resolver.bindings_of(in_train)
+    assert resolver.visible("loader", fors[0]) is resolver.bindings_of(in_train)
+    assert resolver.visible("nowhere", fors[0]) is None
