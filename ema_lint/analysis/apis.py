@@ -172,6 +172,21 @@ class ApiSpec:
     # name of the argument that decides it (with its default after a colon).
     buffers: str = ""
     eval_on_init: bool = False
+    # The attribute holding the averaged copy of the model (``ema.module``, ``ema.ema``,
+    # ``ema.ema_model``); None when the API keeps only tensors or state, no model to run.
+    model_copy: str | None = None
+    # The object is an ``nn.Module``: a module that stores it as an attribute holds it as a
+    # child (its ``.parameters()`` and ``.train()`` reach the copy).
+    is_module: bool = False
+    # The copy's parameters are made ``requires_grad=False`` at construction.
+    frozen_on_init: bool = False
+    # The API copies the unwrapped model of a DDP/DataParallel source itself (or is
+    # documented to accept a wrapped one).
+    accepts_wrapped: bool = False
+    # A CPU copy is a mode the library documents (timm ``device='cpu'``), or becomes one when
+    # this argument has this value (ema-pytorch ``allow_different_devices=True``).
+    cpu_documented: bool = False
+    cpu_offload: tuple[str, object] | None = None
     update_methods: tuple[str, ...] = ()
     apply_methods: tuple[str, ...] = ()
     store_methods: tuple[str, ...] = ()
@@ -386,6 +401,9 @@ def _mm_ema(qualname: str, aliases: tuple[str, ...], registry: tuple[str, ...], 
         buffers="update_buffers:False",
         update_methods=("update_parameters",),
         aliases=aliases,
+        model_copy="module",
+        is_module=True,
+        frozen_on_init=True,
         registry_names=registry,
         docs=_MMENGINE,
         **kw,
@@ -409,6 +427,8 @@ API_SPECS: tuple[ApiSpec, ...] = (
         buffers="use_buffers:False",
         update_methods=("update_parameters",),
         library="PyTorch",
+        model_copy="module",
+        is_module=True,
         docs=_TORCH_SWA,
         notes="Equal-weight mean unless avg_fn/multi_avg_fn is an EMA function; copy-first; "
         "keeps the source's train mode; buffers copied unless use_buffers=True.",
@@ -476,6 +496,11 @@ API_SPECS: tuple[ApiSpec, ...] = (
         eval_on_init=True,
         update_methods=("update",),
         aliases=("timm.utils.model_ema.ModelEma",),
+        model_copy="ema",
+        is_module=False,
+        frozen_on_init=True,
+        cpu_documented=True,
+        accepts_wrapped=True,
         library="timm",
         docs=_TIMM,
     ),
@@ -491,6 +516,10 @@ API_SPECS: tuple[ApiSpec, ...] = (
         update_methods=("update",),
         apply_methods=("set",),
         aliases=("timm.utils.model_ema.ModelEmaV2",),
+        model_copy="module",
+        is_module=True,
+        frozen_on_init=True,
+        cpu_documented=True,
         library="timm",
         docs=_TIMM,
     ),
@@ -547,6 +576,10 @@ API_SPECS: tuple[ApiSpec, ...] = (
         update_methods=("update",),
         apply_methods=("set",),
         aliases=("timm.utils.model_ema.ModelEmaV3",),
+        model_copy="module",
+        is_module=True,
+        frozen_on_init=True,
+        cpu_documented=True,
         library="timm",
         docs=_TIMM,
     ),
@@ -655,6 +688,10 @@ API_SPECS: tuple[ApiSpec, ...] = (
         buffers="yes",
         update_methods=("update",),
         aliases=("ema_pytorch.ema_pytorch.EMA",),
+        model_copy="ema_model",
+        is_module=True,
+        frozen_on_init=True,
+        cpu_offload=("allow_different_devices", True),
         library="ema-pytorch",
         docs="https://github.com/lucidrains/ema-pytorch",
         notes="update() takes no model; averages on every update_every-th call only.",
@@ -811,6 +848,9 @@ API_SPECS: tuple[ApiSpec, ...] = (
         buffers="update_buffers:False",
         update_methods=("update_parameters",),
         aliases=("mmengine.model.averaged_model.StochasticWeightAverage",),
+        model_copy="module",
+        is_module=True,
+        frozen_on_init=True,
         registry_names=("StochasticWeightAverage",),
         library="mmengine",
         docs=_MMENGINE,
@@ -870,6 +910,9 @@ API_SPECS: tuple[ApiSpec, ...] = (
             "utils.torch_utils.ModelEMA",
             "yolov5.utils.torch_utils.ModelEMA",
         ),
+        model_copy="ema",
+        frozen_on_init=True,
+        accepts_wrapped=True,
         library="ultralytics / yolov5",
         docs="https://docs.ultralytics.com/reference/utils/torch_utils/",
     ),
@@ -885,6 +928,9 @@ API_SPECS: tuple[ApiSpec, ...] = (
         eval_on_init=True,
         update_methods=("update",),
         aliases=("yolox.utils.ema.ModelEMA",),
+        model_copy="ema",
+        frozen_on_init=True,
+        accepts_wrapped=True,
         library="YOLOX",
         docs="https://github.com/Megvii-BaseDetection/YOLOX",
     ),
@@ -904,6 +950,7 @@ API_SPECS: tuple[ApiSpec, ...] = (
         device="cpu_offload",
         buffers="yes",
         aliases=("nemo.collections.common.callbacks.ema.EMA",),
+        cpu_offload=("cpu_offload", True),
         library="NeMo",
         docs="https://docs.nvidia.com/nemo-framework/user-guide/latest/nemotoolkit/",
     ),

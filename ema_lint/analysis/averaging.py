@@ -654,10 +654,16 @@ class AveragingObjects:
             return False
         func = call.func
         name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
-        if name != "deepcopy":
+        if name != "deepcopy" and name not in self._deepcopy_aliases():
             return False
         names = self.imports.qualified_names(call.func)
         return "copy.deepcopy" in names
+
+    def _deepcopy_aliases(self) -> set[str]:
+        """Local names ``deepcopy`` is imported under (``from copy import deepcopy as dc``)."""
+        return {
+            local for local, targets in self.imports.aliases.items() if "copy.deepcopy" in targets
+        }
 
     def _chain_top(self, call: cst.Call) -> cst.BaseExpression:
         """``deepcopy(m).eval().requires_grad_(False)``: the outermost call of the chain."""

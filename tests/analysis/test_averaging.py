@@ -334,3 +334,11 @@ def test_names_an_average_and_the_trigger_group_agree() -> None:
             assert prefilter.matches(text), (name, before)
     for name in ("remaining", "schema", "exp_avg", "swap", "merged", "encoder_k"):
         assert not names_an_average(name), name
+
+
+def test_deepcopy_under_another_name_makes_a_hand_made_copy() -> None:
+    _, found = objects(
+        "from copy import deepcopy as dc\nimport copy as cp\n"
+        "ema = dc(model)\nshadow = cp.deepcopy(model)\nother = dc(model)\n"
+    )
+    assert sorted(n for o in found.objects for n in o.names) == ["ema", "shadow"]
