@@ -7,20 +7,45 @@ cannot be seen: the answer is then *unknown* (None), and rules treat it as "may 
 ``False`` only when every layer is visible: the model is made by a class or function of this
 module (or a ``torch.nn`` container) whose every constructor call is a ``torch`` layer
 without BatchNorm, a builtin, or again such a class or function of the module.
+
+The module-wide question "does this file show BatchNorm at all?" (for rules that need
+positive evidence before reporting, such as an average of ``parameters()`` only) is
+answered by :attr:`NormLayers.evidence_nodes`: a BatchNorm class named in the module
+(``nn.BatchNorm2d``, ``norm_layer=nn.SyncBatchNorm``) or a torchvision/timm CNN whose
+architecture has them (``resnet50()``, ``timm.create_model("efficientnet_b0")``).
+Frozen BatchNorm (``FrozenBatchNorm2d``), whose statistics never change, does not count.
 """
 
 from __future__ import annotations
 
 import builtins
+import re
+from functools import cached_property
 
 import libcst as cst
 
 from .context import FileContext
-from .names import ImportTable
+from .names import ImportTable, dotted_name
 from .origins import SAME_OBJECT_METHODS, Origins
 from .values import ValueResolver
 
-_BATCH_NORM = ("BatchNorm", "batch_norm", "SyncBatchNorm")
+# A BatchNorm layer class (not FrozenBatchNorm2d, whose statistics never change).
+_BATCHNORM_CLASS = re.compile(r"^(Sync|Lazy)?BatchNorm([123]d)?$")
+# Architectures with BatchNorm, by constructor (torchvision) or model name (timm).
+_BN_ARCHITECTURES = re.compile(
+    r"^(tv_|tf_)?(resnet|resnext|wide_resnet|seresnet|seresnext|skresnet|res2net|resnest|"
+    r"resnetrs|densenet|mobilenet|efficientnet|regnet|mnasnet|shufflenet|googlenet|inception|"
+    r"vgg\d+_bn|deeplabv3|fcn_|lraspp|cspresnet|cspdarknet|darknet|dla|dpn|ghostnet|hrnet|"
+    r"mixnet|rexnet|selecsls|senet|xception|fbnet|lcnet|hardcorenas|tinynet|spnasnet)"
+)
+
+
+def _is_batch_norm(qualified: str) -> bool:
+    """``torch.nn.BatchNorm2d``, ``torch.nn.functional.batch_norm``, ``...SyncBatchNorm``."""
+    last = qualified.rsplit(".", 1)[-1]
+    return bool(_BATCHNORM_CLASS.match(last)) or last == "batch_norm"
+
+
 # Bases of a model class that add no layers of their own.
 _MODULE_BASES = {
     "torch.nn.Module",
@@ -99,7 +124,7 @@ class NormLayers:
         if isinstance(expr, (cst.Name, cst.Attribute)):
             qualified = self._qualified(expr)
             if qualified is not None:
-                return True if any(b in qualified for b in _BATCH_NORM) else None
+                return True if _is_batch_norm(qualified) else None
             value = self.resolver.resolve(expr)
             if value is not None:
                 return False  # a number, string or flag: not a layer
@@ -130,7 +155,7 @@ class NormLayers:
         func = call.func
         qualified = self._qualified(func)
         if qualified is not None:
-            if any(b in qualified for b in _BATCH_NORM):
+            if _is_batch_norm(qualified) or self._known_cnn(call, qualified):
                 return True
             if qualified.startswith("torch.nn."):
                 if not qualified.startswith(_WRAPPERS):
@@ -171,7 +196,7 @@ class NormLayers:
                 isinstance(base.value, cst.Name) and base.value.value == "object"
             ):
                 continue
-            if qualified is not None and any(b in qualified for b in _BATCH_NORM):
+            if qualified is not None and _is_batch_norm(qualified):
                 results.append(True)
             elif isinstance(base.value, cst.Name) and base.value.value in self._classes:
                 results.append(self._class(self._classes[base.value.value], depth + 1))
@@ -188,7 +213,7 @@ class NormLayers:
             return None
         for ref in self.index.descendants(node, (cst.Attribute, cst.Name)):
             qualified = self._qualified(ref)  # type: ignore[arg-type]
-            if qualified is not None and any(b in qualified for b in _BATCH_NORM):
+            if qualified is not None and _is_batch_norm(qualified):
                 return True
         attributes = self.resolver.self_assignments(cls) if cls is not None else {}
         results: list[bool | None] = []
@@ -207,6 +232,59 @@ class NormLayers:
             if results[-1] is True:
                 return True
         return self._combine(iter(results))
+
+    # Module-wide evidence ---------------------------------------------------------------------
+    @cached_property
+    def evidence_nodes(self) -> list[cst.CSTNode]:
+        """Nodes that name a BatchNorm class or build a CNN with BatchNorm, in document order."""
+        found: list[cst.CSTNode] = [
+            name
+            for name in self.ctx.nodes(cst.Name)
+            if _BATCHNORM_CLASS.match(name.value)  # type: ignore[attr-defined]
+        ]
+        for call in self.ctx.nodes(cst.Call):
+            func = call.func
+            last = func.attr.value if isinstance(func, cst.Attribute) else None
+            if isinstance(func, cst.Name):
+                last = func.value
+            if last is None or not (last == "create_model" or _BN_ARCHITECTURES.match(last)):
+                continue
+            qualified = self._qualified(func)
+            if qualified is not None and self._known_cnn(call, qualified):
+                found.append(call)
+        found.sort(key=lambda n: self.index.order[id(n)])
+        return found
+
+    @property
+    def has_batchnorm(self) -> bool:
+        """The module shows a BatchNorm layer somewhere (positive evidence only)."""
+        return bool(self.evidence_nodes)
+
+    def evidence(self) -> str:
+        """What shows the BatchNorm layers, for messages: ``nn.BatchNorm2d``, ``resnet50(...)``."""
+        if not self.evidence_nodes:
+            return ""
+        node = self.evidence_nodes[0]
+        if isinstance(node, cst.Name):
+            parent = self.ctx.parent(node)
+            if isinstance(parent, cst.Attribute) and parent.attr is node:
+                return self.ctx.code(parent)
+            return node.value
+        assert isinstance(node, cst.Call)
+        return f"{dotted_name(node.func) or self.ctx.code(node.func)}(...)"
+
+    @staticmethod
+    def _known_cnn(call: cst.Call, qualified: str) -> bool:
+        """A torchvision CNN constructor, or timm.create_model of a CNN with BatchNorm."""
+        last = qualified.rsplit(".", 1)[-1]
+        if qualified.startswith("timm.") and last == "create_model":
+            if not call.args or not isinstance(call.args[0].value, cst.SimpleString):
+                return False
+            model = call.args[0].value.evaluated_value
+            return isinstance(model, str) and bool(
+                _BN_ARCHITECTURES.match(model.rsplit("/", 1)[-1].split(".", 1)[0])
+            )
+        return qualified.startswith("torchvision.models") and bool(_BN_ARCHITECTURES.match(last))
 
     def _qualified(self, node: cst.BaseExpression) -> str | None:
         names = self.imports.qualified_names(node)

@@ -13,8 +13,8 @@ from ..analysis.averaging import (
     AveragingObjects,
     Use,
 )
-from ..analysis.buffers import ModelBuffers
 from ..analysis.names import dotted_name
+from ..analysis.norm_layers import NormLayers
 from ..analysis.updates import InPlaceUpdate, InPlaceUpdates
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability
 from ..rule import Rule
@@ -108,14 +108,14 @@ class IgnoresBuffers(Rule):
     fix_applicability = Applicability.UNSAFE
     triggers = UPDATE_TRIGGERS
     trigger_groups = UPDATE_TRIGGER_GROUPS
-    requires = (InPlaceUpdates, AveragingObjects, ModelBuffers)
+    requires = (InPlaceUpdates, AveragingObjects, NormLayers)
 
     def finish(self) -> None:
         provider = self.ctx.get(InPlaceUpdates)
         candidates = [u for u in provider.updates if u.shadow_method in _PARAMETER_METHODS]
         if not candidates:
             return
-        buffers = self.ctx.get(ModelBuffers)
+        buffers = self.ctx.get(NormLayers)
         if not buffers.has_batchnorm:
             return
         objects = self.ctx.get(AveragingObjects)
@@ -180,7 +180,7 @@ class IgnoresBuffers(Rule):
                 return True
         return False
 
-    def _message(self, obj: AveragingObject, buffers: ModelBuffers) -> str:
+    def _message(self, obj: AveragingObject, buffers: NormLayers) -> str:
         name = obj.name
         return (
             f"{name} is averaged over parameters() only, but the model has BatchNorm layers "

@@ -55,6 +55,7 @@ def make_mlp():
 transformer = Transformer().to("cuda")
 convnet = ConvNet()
 backbone = Backbone()
+vit = torchvision.models.vit_b_16()
 mlp = make_mlp()
 sequential_bn = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8))
 hub = torch.hub.load("repo", "model")
@@ -67,7 +68,8 @@ unknown = build_model(cfg)
     [
         ("transformer", False),
         ("convnet", True),
-        ("backbone", None),
+        ("backbone", True),  # torchvision's resnet18 has BatchNorm
+        ("vit", None),  # a torchvision model whose layers the module does not show
         ("mlp", False),
         ("sequential_bn", True),
         ("hub", None),

@@ -1,10 +1,10 @@
-"""Which modules build models whose BatchNorm statistics matter."""
+"""Module-wide evidence of BatchNorm layers (NormLayers.evidence_nodes)."""
 
 from __future__ import annotations
 
 import pytest
 
-from ema_lint.analysis.buffers import ModelBuffers
+from ema_lint.analysis.norm_layers import NormLayers
 from tests.analysis.helpers import context
 
 
@@ -30,7 +30,7 @@ from tests.analysis.helpers import context
     ],
 )
 def test_batchnorm_found(source: str, evidence: str) -> None:
-    buffers = context(source).get(ModelBuffers)
+    buffers = context(source).get(NormLayers)
     assert buffers.has_batchnorm and buffers.evidence() == evidence
 
 
@@ -45,4 +45,4 @@ def test_batchnorm_found(source: str, evidence: str) -> None:
     ],
 )
 def test_no_batchnorm(source: str) -> None:
-    assert not context(source).get(ModelBuffers).has_batchnorm
+    assert not context(source).get(NormLayers).has_batchnorm
