@@ -774,7 +774,17 @@ class SwaAnalysis:
             grand = self.index.parent(parent)
             method = parent.attr.value
             if isinstance(grand, cst.Call) and grand.func is parent:
-                if id(grand) in updates or method in _NOT_USES:
+                if id(grand) in updates:
+                    return None
+                if method in SAME_OBJECT_METHODS:
+                    # ``swa.module.cpu().state_dict()``: the result is the model itself, so
+                    # what happens to it is what happens to the model; ``swa.eval()`` alone
+                    # on its line is no use.
+                    outer = self.index.parent(grand)
+                    if isinstance(outer, cst.Expr):
+                        return None
+                    return self._classify(grand, outer, obj, updates, bn_calls)
+                if method in _NOT_USES:
                     return None
                 return ModelUse(grand, "method", method)
             return ModelUse(parent, "attribute", method)
@@ -786,12 +796,47 @@ class SwaAnalysis:
                 return ModelUse(ref, "other")
             if id(call) in bn_calls or id(call) in updates or call is obj.creation:
                 return None
-            if self.loops.local_targets(call):
+            targets = self.loops.local_targets(call)
+            if targets and all(self._followed_into(call, parent, t, obj) for t in targets):
                 return None  # followed inside the function
             return ModelUse(call, "argument", dotted_name(call.func) or "")
         if isinstance(parent, cst.Return):
             return ModelUse(parent, "return")
         return ModelUse(ref, "other")
+
+    def _followed_into(
+        self, call: cst.Call, arg: cst.Arg, function: cst.FunctionDef, obj: AveragingObject
+    ) -> bool:
+        """Whether the uses of ``obj`` inside ``function`` are found through its parameter.
+
+        The averaging model maps a parameter to one object; a function called with two
+        averaged models (``evaluate(swa_a)``, ``evaluate(swa_b)``) maps it to one of them, so
+        for the other the call itself is the use.
+        """
+        params = function.params
+        positional = [*params.posonly_params, *params.params]
+        if arg.keyword is not None:
+            names = [p.name.value for p in (*positional, *params.kwonly_params)]
+            name = arg.keyword.value if arg.keyword.value in names else None
+        else:
+            index = [a for a in call.args if a.keyword is None].index(arg)
+            if (
+                isinstance(call.func, cst.Attribute)
+                and self.loops.class_of(function) is not None
+                and positional
+                and positional[0].name.value in ("self", "cls")
+            ):
+                index += 1  # a method: the receiver fills the first parameter
+            name = positional[index].name.value if index < len(positional) else None
+        if name is None:
+            return False
+        references = [
+            node
+            for node in self.index.descendants(function.body, cst.Name)
+            if isinstance(node, cst.Name) and node.value == name
+        ]
+        # A parameter the function never reads is no use of what is passed to it.
+        return not references or any(self.objects.for_expression(n) is obj for n in references)
 
     def _in_target(self, ref: cst.CSTNode) -> bool:
         for ancestor in self.index.ancestors(ref):
