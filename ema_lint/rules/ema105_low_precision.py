@@ -230,6 +230,29 @@ class LowPrecisionEma(Rule):
         )
         self.report(inner, self._message(obj, *dtype), fix)
 
+    def _snapshot_of_average(self, call: cst.Call) -> bool:
+        """The cast object is a fresh copy of an existing average, not a new shadow."""
+        copied = self._deepcopy_call(call)
+        if copied is None or copied is call or not copied.args:
+            return False
+        objects = self.ctx.get(AveragingObjects)
+        source = copied.args[0].value
+        if objects.for_expression(source) is not None:
+            return True
+        # ``ema = self.ema.ema`` then ``ema = deepcopy(ema).half()``: a name bound twice, one
+        # of its bindings an average.
+        if isinstance(source, cst.Name):
+            bindings = self._resolver.bindings_of(source) or []
+            return any(
+                b.kind == "assign"
+                and b.value is not None
+                and b.value is not copied
+                and not self.ctx.index.contains(b.value, copied)
+                and objects.for_expression(b.value) is not None
+                for b in bindings
+            )
+        return False
+
     def _deepcopy_call(self, node: cst.BaseExpression) -> cst.Call | None:
         while isinstance(node, cst.Call):
             func = node.func
@@ -269,6 +292,10 @@ class LowPrecisionEma(Rule):
         index = self.ctx.index
         if obj.updates and not any(index.is_before(call, u) for u in obj.updates):
             return  # cast after the last update: half precision for export or inference
+        if self._snapshot_of_average(call) and not any(
+            index.is_before(call, u) for u in obj.updates
+        ):
+            return  # ``deepcopy(ema).half()``: a checkpoint snapshot of the average
         func = call.func
         assert isinstance(func, cst.Attribute)
         dtype_expr = self._dtype_argument(call) if func.attr.value == "to" else None

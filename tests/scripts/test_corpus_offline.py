@@ -307,3 +307,16 @@ def test_notebook_parse_check_skips_magics_and_markdown():
     bad = b'{"cells": [{"cell_type": "code", "source": "def (:"}]}'
     assert not ecosystem.parses(bad, "nb.ipynb")
     assert not ecosystem.parses(b"not json", "nb.ipynb")
+
+
+def test_unparseable_input_is_not_an_internal_error():
+    report = ecosystem.PackageReport(
+        "pkg",
+        findings=[
+            ("broken.py", 2, 1, "EMA901", "cannot parse: invalid syntax"),
+            ("fine.py", 3, 1, "EMA901", "cannot parse: libcst disagrees with CPython"),
+            ("crash.py", 1, 1, "EMA902", "rule EMA101 crashed"),
+        ],
+        invalid_sources={"broken.py"},
+    )
+    assert [f[0] for f in report.internal] == ["fine.py", "crash.py"]
