@@ -21,6 +21,7 @@ from typing import Any
 
 import libcst as cst
 
+from . import limits
 from .analysis.context import FileContext
 from .diagnostics import Applicability, Diagnostic, Fix, Position
 from .fixer import apply_fixes, fix_span, text_edit
@@ -150,6 +151,11 @@ def decoding_error_diagnostic(
 
 
 def _python_syntax_error(data: bytes | str) -> tuple[str, int, int] | None:
+    nul = data.find(b"\0" if isinstance(data, bytes) else "\0")
+    if nul >= 0:
+        # Python names no position for it; a NUL byte usually means a binary file.
+        line, column = limits.position(data, nul)
+        return ("the file contains a NUL byte (is it binary?)", line, column)
     try:
         compile(data, "<file>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as error:
@@ -176,35 +182,63 @@ def _file_noqa(data: bytes | str) -> bool:
     return file_is_suppressed(data)
 
 
-def analyze(data: bytes | str, path: str, settings: FileSettings) -> Analysis:
-    """Lint one text (bytes honour the encoding cookie and BOM)."""
+def analyze(
+    data: bytes | str,
+    path: str,
+    settings: FileSettings,
+    *,
+    module: cst.Module | None = None,
+) -> Analysis:
+    """Lint one text (bytes honour the encoding cookie and BOM).
+
+    ``module`` is ``data`` already parsed (the fixer parses each fixed text to check it).
+    """
     rules = settings.visitor_rules()
     analysis = Analysis(path, data, [])
     if settings.prefilter and not _prefilter_for(rules).matches(data):
         return analysis
     if settings.noqa and _file_noqa(data):
         return analysis
-    try:
-        module = cst.parse_module(data)
-    except Exception as error:
-        diagnostic = _parse_error(path, data, error)
-        analysis.diagnostics = [] if "EMA901" in settings.ignored else [diagnostic]
-        return analysis
+    if module is None:
+        refusal = limits.check(data)
+        if refusal is not None:
+            return _not_checked(analysis, settings, _refusal_error(path, data, refusal))
+        try:
+            module = cst.parse_module(data)
+        except Exception as error:
+            return _not_checked(analysis, settings, _parse_error(path, data, error))
     analysis.module = module
     analysis.parsed = True
     try:
         ctx = FileContext(module, path)
+        analysis.context = ctx
+        pending, crashes = _run_rules(ctx, rules, settings.options)
+        diagnostics = [] if "EMA902" in settings.ignored else crashes
+        if pending:
+            diagnostics.extend(_place(ctx, pending, analysis, settings))
     except RecursionError as error:
-        analysis.diagnostics = [_parse_error(path, data, error)]
-        return analysis
-    analysis.context = ctx
-    pending, crashes = _run_rules(ctx, rules, settings.options)
-    diagnostics = [] if "EMA902" in settings.ignored else crashes
-    if pending:
-        diagnostics.extend(_place(ctx, pending, analysis, settings))
+        # Deeper than Python's recursion limit (code generation for positions, a tree walk):
+        # nothing of the file can be reported reliably.
+        analysis.module = analysis.context = analysis.positions = None
+        return _not_checked(analysis, settings, _parse_error(path, data, error))
     diagnostics.sort(key=Diagnostic.sort_key)
     analysis.diagnostics = diagnostics
     return analysis
+
+
+def _not_checked(analysis: Analysis, settings: FileSettings, error: Diagnostic) -> Analysis:
+    analysis.diagnostics = [] if "EMA901" in settings.ignored else [error]
+    return analysis
+
+
+def _refusal_error(path: str, data: bytes | str, refusal: limits.Refusal) -> Diagnostic:
+    # Bytes that are not text at all get the clearer decoding message.
+    decoding = _decoding_error(data)
+    if decoding is not None:
+        return decoding_error_diagnostic(path, *decoding)
+    return _internal(
+        "EMA901", path, f"cannot parse: {refusal.message}", refusal.line, refusal.column
+    )
 
 
 def _run_rules(
