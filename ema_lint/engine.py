@@ -23,8 +23,9 @@ import libcst as cst
 
 from . import limits
 from .analysis.context import FileContext
+from .analysis.index import ModuleIndex
 from .diagnostics import Applicability, Diagnostic, Fix, Position
-from .fixer import apply_fixes, fix_span, text_edit
+from .fixer import apply_fixes, fix_span, keep_original_lines, text_edit
 from .noqa import NoqaFilter, file_is_suppressed
 from .positions import LineIndex, PositionTable
 from .prefilter import PreFilter
@@ -334,12 +335,45 @@ def _encode(module: cst.Module, like: bytes | str) -> bytes | str:
     return module.bytes if isinstance(like, bytes) else module.code
 
 
-def _parses(data: bytes | str) -> bool:
+def _parse_fixed(data: bytes | str | _Unrendered) -> cst.Module | None:
+    """The fixed text parsed, or None if it does not parse (or no text could be made)."""
+    if isinstance(data, _Unrendered):
+        return None
     try:
-        cst.parse_module(data)
+        return cst.parse_module(data)
     except Exception:
-        return False
-    return True
+        return None
+
+
+@dataclass(frozen=True)
+class _Unrendered:
+    """Why fixes could not be turned into text."""
+
+    reason: str
+
+
+_TOO_DEEP = _Unrendered("cannot be applied: the code around it is nested too deeply")
+_NOT_REPRODUCED = _Unrendered(
+    "cannot be applied: the parser does not reproduce this file line for line"
+)
+
+
+def _render(
+    module: cst.Module,
+    index: ModuleIndex,
+    fixes: Sequence[Fix],
+    data: bytes | str,
+    before: bytes | str | None,
+) -> bytes | str | _Unrendered:
+    """``data`` with ``fixes`` applied, every line they do not change kept byte for byte."""
+    if before is None:
+        return _TOO_DEEP
+    try:
+        after = _encode(apply_fixes(module, index, fixes), data)
+    except RecursionError:
+        return _TOO_DEEP
+    kept = keep_original_lines(data, before, after)
+    return _NOT_REPRODUCED if kept is None else kept
 
 
 def _choose(diagnostics: Sequence[Diagnostic], positions: PositionTable) -> list[Diagnostic]:
@@ -380,40 +414,51 @@ def fix(data: bytes | str, path: str, settings: FileSettings) -> FixOutcome:
             break
         chosen = _choose(candidates, analysis.positions)
         module, index = analysis.module, analysis.context.index
-        new_data = _encode(apply_fixes(module, index, [d.fix for d in chosen]), data)
-        if not _parses(new_data):
+        try:
+            before = _encode(module, data)
+        except RecursionError:
+            before = None
+        new_data = _render(module, index, [d.fix for d in chosen], data, before)
+        new_module = _parse_fixed(new_data)
+        if new_module is None:
             good: list[Diagnostic] = []
             for diagnostic in chosen:
-                alone = _encode(apply_fixes(module, index, [diagnostic.fix]), data)
-                if _parses(alone):
+                alone = _render(module, index, [diagnostic.fix], data, before)
+                if _parse_fixed(alone) is not None:
                     good.append(diagnostic)
                 else:
                     rejected.add(_fix_key(diagnostic))
-                    errors.append(_fix_error(diagnostic))
+                    errors.append(_fix_error(diagnostic, alone))
             chosen = good[:1]
             if not chosen:
                 continue
-            new_data = _encode(apply_fixes(module, index, [d.fix for d in chosen]), data)
+            new_data = _render(module, index, [d.fix for d in chosen], data, before)
+            new_module = _parse_fixed(new_data)
+            assert not isinstance(new_data, _Unrendered) and new_module is not None
         if new_data == data:
             # A fix that changes nothing would loop forever: stop offering it.
             rejected.update(_fix_key(d) for d in chosen)
             continue
         applied += len(chosen)
         data = new_data
-        analysis = analyze(data, path, settings)
+        analysis = analyze(data, path, settings, module=new_module)
     if "EMA903" in settings.ignored:
         errors = []
     diagnostics = sorted([*analysis.diagnostics, *errors], key=Diagnostic.sort_key)
     return FixOutcome(path, original, data, diagnostics, applied)
 
 
-def _fix_error(diagnostic: Diagnostic) -> Diagnostic:
+def _fix_error(diagnostic: Diagnostic, rendered: bytes | str | _Unrendered) -> Diagnostic:
     rule = by_code()["EMA903"]
+    problem = (
+        rendered.reason
+        if isinstance(rendered, _Unrendered)
+        else "would leave the file unparseable and was not applied"
+    )
     return Diagnostic(
         "EMA903",
         rule.name,
-        f"the fix of {diagnostic.code} ({diagnostic.name}) would leave the file unparseable "
-        "and was not applied; please report this bug",
+        f"the fix of {diagnostic.code} ({diagnostic.name}) {problem}; please report this bug",
         diagnostic.path,
         diagnostic.start,
         diagnostic.end,

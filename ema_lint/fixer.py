@@ -7,6 +7,8 @@ else (comments, blank lines, quotes, line endings) is carried over untouched.
 
 from __future__ import annotations
 
+import difflib
+import re
 from collections.abc import Iterable, Sequence
 
 import libcst as cst
@@ -180,3 +182,45 @@ def text_edit(old_text: str, new_text: str, lines: LineIndex | None = None) -> T
     start: Position = lines.position(prefix)
     end: Position = lines.position(len(old_text) - suffix)
     return TextEdit(start, end, new_text[prefix : len(new_text) - suffix])
+
+
+_LINES = {
+    str: re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$"),
+    bytes: re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$"),
+}
+
+
+def _lines(text: bytes | str) -> list:
+    """Lines with their endings; only CR, LF and CRLF end a line (as in Python's tokenizer)."""
+    return _LINES[type(text)].findall(text)
+
+
+def keep_original_lines(original: bytes | str, before: bytes | str, after: bytes | str):
+    """``after`` with every line the fixes did not change taken from ``original``.
+
+    ``before`` is the code libcst generates for the parsed, unfixed module and ``after`` for
+    the fixed one. libcst does not reproduce every file byte for byte: it drops a form feed
+    before a statement and a lone carriage return ending the file. Writing ``after`` as is
+    would change those lines too, far from any finding, so the lines that ``before`` and
+    ``after`` share are copied from the original instead. Returns None when the lines of
+    ``original`` and ``before`` cannot be matched one to one (then nothing is written).
+    """
+    if before == original:
+        return after
+    tail = original[:0]
+    body = original
+    cr = "\r" if isinstance(original, str) else b"\r"
+    if original.endswith(cr):
+        # libcst drops a lone CR that ends the file; it is put back after fixing.
+        body, tail = original[:-1], original[-1:]
+    old, generated, new = _lines(body), _lines(before), _lines(after)
+    if len(old) != len(generated):
+        return None
+    pieces = []
+    matcher = difflib.SequenceMatcher(None, generated, new, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        pieces.extend(old[i1:i2] if tag == "equal" else new[j1:j2])
+    joined = original[:0].join(pieces)
+    if tail and joined.endswith(cr):
+        return joined  # the fix ended the file with its own line ending
+    return joined + tail

@@ -66,7 +66,9 @@ class InvalidFix(InternalRule):
     ## What it finds
     A fix that would have left the file unparseable. ema-lint re-parses every fixed file
     before writing it; a fix whose result does not parse is dropped, the file keeps its
-    original text for that finding, and this error names the rule whose fix failed.
+    original text for that finding, and this error names the rule whose fix failed. The same
+    holds for a fix that cannot be applied without touching other lines: code nested too
+    deeply for the fixer, or a file the parser does not reproduce line for line.
 
     ## Why it matters
     It is a bug in ema-lint's fix, never in your code; your file was not damaged. The run

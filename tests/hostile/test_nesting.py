@@ -142,3 +142,15 @@ def test_nesting_past_the_recursion_limit_is_ema901_not_a_traceback() -> None:
     outcome = engine.fix(source, "deep.py", _settings())
     assert outcome.fixed == source
     assert [d.code for d in outcome.diagnostics] == ["EMA901"]
+
+
+def test_a_fix_too_deep_to_apply_is_ema903_and_the_file_is_unchanged() -> None:
+    # Positions can be generated, but the fixer cannot descend to the decay literal.
+    source = HEADER + "x = ModelEmaV2(m, decay=0.99)" + " + a" * 420 + "\n"
+    assert [d.code for d in engine.lint(source, "deep.py", _settings())] == ["EMA101"]
+    outcome = engine.fix(source, "deep.py", _settings())
+    assert outcome.fixed == source
+    codes = sorted(d.code for d in outcome.diagnostics)
+    assert codes == ["EMA101", "EMA903"]
+    error = next(d for d in outcome.diagnostics if d.code == "EMA903")
+    assert "nested too deeply" in error.message and "EMA101" in error.message
