@@ -201,8 +201,10 @@ def _matches(pattern: str, relative: str, name: str) -> bool:
 
 def _relative(path: Path, root: Path) -> str:
     try:
-        return path.resolve().relative_to(root).as_posix()
-    except ValueError:
+        # The folder is resolved, not the file itself: a symbolic link is judged by its own
+        # name, and a link loop (on which resolve() raises) cannot stop the run.
+        return (path.parent.resolve() / path.name).relative_to(root).as_posix()
+    except (ValueError, OSError, RuntimeError):
         return path.as_posix()
 
 
