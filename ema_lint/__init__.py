@@ -9,6 +9,12 @@ The Python API, for editors and other tools::
 
     result = ema_lint.fix(source)
     new_source = result.source
+
+``path`` names the file the source comes from: it selects the per-file configuration
+(``per-file-ignores``) and the kind of source: a path ending in ``.ipynb`` reads ``source`` as
+a notebook's JSON (findings carry their ``cell``; ``fix`` returns the notebook's JSON), and
+``.yaml``/``.yml`` as a training config (with the ``yaml`` extra installed). Any other path,
+or none, is Python.
 """
 
 from __future__ import annotations
@@ -55,7 +61,7 @@ def _settings(
     config: str | Path | None,
 ):
     from . import registry
-    from .config import Overrides, Settings
+    from .config import ConfigError, Overrides, Settings
     from .rule import rule_options_from
 
     parsed: dict[str, dict[str, Any]] = {}
@@ -70,10 +76,13 @@ def _settings(
         rule_options=parsed,
         unsafe_fixes=unsafe,
     )
-    settings = Settings(
-        overrides, config_path=Path(config) if config else None, isolated=config is None
-    )
-    return settings.for_file(Path(path) if path else None)
+    try:
+        settings = Settings(
+            overrides, config_path=Path(config) if config else None, isolated=config is None
+        )
+        return settings.for_file(Path(path) if path else None)
+    except ConfigError as error:  # an unknown rule, a bad configuration file
+        raise ValueError(str(error)) from None
 
 
 def check(
@@ -85,11 +94,31 @@ def check(
     options: Mapping[str, Mapping[str, Any]] | None = None,
     config: str | Path | None = None,
 ) -> list[Diagnostic]:
-    """Findings in ``source``. Configuration files are read only if ``config`` names one."""
-    from . import engine
+    """Findings in ``source``, sorted by position.
+
+    ``select``/``ignore`` take codes, prefixes or rule names; ``options`` maps a rule (code or
+    name) to its options, e.g. ``{"EMA101": {"min": 0.99}}``. Configuration files are read
+    only if ``config`` names one. Raises ``ValueError`` for an unknown rule or option, and
+    ``ImportError`` for a YAML path when the ``yaml`` extra is not installed.
+    """
+    from . import engine, sources
 
     settings = _settings(path, select, ignore, options, False, config)
+    source_kind = sources.for_path(path) if path else None
+    if source_kind is not None:
+        outcome = source_kind.lint(_as_bytes(source), path or "", settings)
+        _raise_for_note(outcome.note)
+        return outcome.diagnostics
     return engine.lint(source, path or "<string>", settings)
+
+
+def _as_bytes(source: str | bytes) -> bytes:
+    return source.encode("utf-8") if isinstance(source, str) else source
+
+
+def _raise_for_note(note: str | None) -> None:
+    if note is not None:
+        raise ImportError(note)
 
 
 def fix(
@@ -102,9 +131,22 @@ def fix(
     options: Mapping[str, Mapping[str, Any]] | None = None,
     config: str | Path | None = None,
 ) -> FixResult:
-    """Apply the safe fixes (and unsafe ones if ``unsafe``) to ``source``."""
-    from . import engine
+    """Apply the safe fixes (and unsafe ones if ``unsafe``) to ``source``.
+
+    The result's ``source`` has the type of the input (``str`` or ``bytes``) and is the input
+    itself when nothing was fixed; its ``diagnostics`` are what is left after fixing, plus
+    ``EMA903`` for a fix that was refused because it would break the file.
+    """
+    from . import engine, sources
 
     settings = _settings(path, select, ignore, options, unsafe, config)
+    source_kind = sources.for_path(path) if path else None
+    if source_kind is not None:
+        done = source_kind.fix(_as_bytes(source), path or "", settings)
+        _raise_for_note(done.note)
+        new: str | bytes = source
+        if done.fixed is not None:
+            new = done.fixed.decode("utf-8") if isinstance(source, str) else done.fixed
+        return FixResult(new, done.applied if new != source else 0, done.diagnostics)
     outcome = engine.fix(source, path or "<string>", settings)
     return FixResult(outcome.fixed, outcome.applied, outcome.diagnostics)

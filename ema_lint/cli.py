@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument(
         "--output-format",
         default=os.environ.get("EMA_LINT_OUTPUT_FORMAT", "text"),
-        help="text (default), concise or json",
+        help="text (default), concise, grouped, json, sarif, github, gitlab or junit",
     )
     output.add_argument("--statistics", action="store_true", help="count findings per rule")
     output.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")

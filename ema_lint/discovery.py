@@ -19,7 +19,8 @@ from pathlib import Path
 
 from .config import Settings
 
-SUFFIXES = (".py", ".pyi")
+# Python files, and the files that ema_lint.sources reads (notebooks, YAML configs).
+SUFFIXES = (".py", ".pyi", ".ipynb", ".yaml", ".yml")
 
 
 @dataclass

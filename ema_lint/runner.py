@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import engine
+from . import engine, sources
 from .config import Settings
 from .diagnostics import Diagnostic
 from .discovery import discover
@@ -38,6 +38,7 @@ class FileOutcome:
     new_data: bytes | None = None
     diff: str = ""
     error: str | None = None
+    note: str | None = None
 
 
 def read_source(path: Path) -> bytes:
@@ -61,6 +62,9 @@ def process_source(
     data: bytes, display: str, settings: engine.FileSettings, mode: Mode
 ) -> FileOutcome:
     """Lint or fix one file's bytes."""
+    source = sources.for_path(display)
+    if source is not None:
+        return _process_other(source, data, display, settings, mode)
     outcome = FileOutcome(display)
     if mode.fixing:
         fixed = engine.fix(data, display, settings)
@@ -84,6 +88,22 @@ def process_source(
     return outcome
 
 
+def _process_other(
+    source: sources.Source, data: bytes, display: str, settings: engine.FileSettings, mode: Mode
+) -> FileOutcome:
+    """Notebooks and YAML configs: their source maps findings and fixes back into the file."""
+    if mode.fixing:
+        done = source.fix(data, display, settings, text_edits=mode.text_edits)
+    else:
+        done = source.lint(data, display, settings, text_edits=mode.text_edits)
+    outcome = FileOutcome(display, done.diagnostics, done.applied, note=done.note)
+    if done.fixed is not None and done.fixed != data:
+        outcome.new_data = done.fixed
+        if mode.diff:
+            outcome.diff = source.diff(display, data, done.fixed)
+    return outcome
+
+
 def process_path(path: Path, settings: Settings, mode: Mode) -> FileOutcome:
     display = str(path)
     try:
@@ -97,7 +117,9 @@ def process_path(path: Path, settings: Settings, mode: Mode) -> FileOutcome:
         except OSError as error:
             outcome.error = f"{display}: cannot write the fix: {error.strerror or error}"
             # Nothing was written: report the findings as they stand in the file.
-            outcome.diagnostics = engine.analyze(data, display, settings.for_file(path)).diagnostics
+            outcome.diagnostics = process_source(
+                data, display, settings.for_file(path), Mode()
+            ).diagnostics
             outcome.fixed = 0
     return outcome
 
@@ -126,5 +148,7 @@ def collect(outcomes: Iterable[FileOutcome], mode: Mode) -> RunResult:
         result.fixed += outcome.fixed
         if outcome.error:
             result.errors.append(outcome.error)
+        if outcome.note and outcome.note not in result.notes:
+            result.notes.append(outcome.note)
     result.diagnostics.sort(key=Diagnostic.sort_key)
     return result

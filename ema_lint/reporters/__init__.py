@@ -15,6 +15,8 @@ class RunResult:
 
     diagnostics: list[Diagnostic] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # one-line errors: paths, configuration
+    # One-line notes that do not change the exit code (e.g. YAML skipped: extra missing).
+    notes: list[str] = field(default_factory=list)
     files_checked: int = 0
     fixed: int = 0
     fix_mode: bool = False
@@ -44,19 +46,44 @@ class RunResult:
 
 Renderer = Callable[[RunResult, TextIO, bool], None]
 
+# Where each rule's documentation page is published (the docs site, docs/rules/CODE.md).
+DOCS_URL = "https://ema-lint.readthedocs.io/en/latest/rules/{code}/"
+
+
+def rule_url(code: str) -> str:
+    return DOCS_URL.format(code=code)
+
 
 def renderers() -> dict[str, Renderer]:
-    from . import json_format, text
+    """Every output format by name, in the order ``--help`` lists them."""
+    from . import github, gitlab, grouped, json_format, junit, sarif, text
 
     return {
         "text": text.render_full,
         "concise": text.render_concise,
+        "grouped": grouped.render,
         "json": json_format.render,
+        "sarif": sarif.render,
+        "github": github.render,
+        "gitlab": gitlab.render,
+        "junit": junit.render,
     }
+
+
+def position_text(diagnostic: Diagnostic) -> str:
+    """``line:col``, or ``cell 3:line:col`` for notebooks (the location without the path)."""
+    if diagnostic.cell is not None:
+        return f"cell {diagnostic.cell}:{diagnostic.line}:{diagnostic.column}"
+    return f"{diagnostic.line}:{diagnostic.column}"
 
 
 def location_text(diagnostic: Diagnostic) -> str:
     """``path:line:col``, or ``path:cell 3:line:col`` for notebooks."""
+    return f"{diagnostic.path}:{position_text(diagnostic)}"
+
+
+def located_message(diagnostic: Diagnostic) -> str:
+    """The message, prefixed with the cell for formats that only address a file's lines."""
     if diagnostic.cell is not None:
-        return f"{diagnostic.path}:cell {diagnostic.cell}:{diagnostic.line}:{diagnostic.column}"
-    return f"{diagnostic.path}:{diagnostic.line}:{diagnostic.column}"
+        return f"cell {diagnostic.cell}, line {diagnostic.line}: {diagnostic.message}"
+    return diagnostic.message

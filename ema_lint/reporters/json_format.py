@@ -8,10 +8,12 @@ Schema version 1::
                       "noqa_line", "url",
                       "fix": null | {"applicability": "safe"|"unsafe", "message",
                                      "edits": [{"location", "end_location", "content"}]}}],
-     "errors": ["one-line error", ...],
+     "errors": ["one-line error", ...], "notes": ["one-line note", ...],
      "summary": {"files_checked", "problems", "fixable", "fixed"}}
 
-Lines and columns are 1-based; columns count characters.
+Lines and columns are 1-based; columns count characters. For a notebook, ``cell`` is the
+1-based index of the cell in the notebook and lines count from the cell's first line; for
+other files ``cell`` is null. Fix edits use the same coordinates.
 """
 
 from __future__ import annotations
@@ -21,10 +23,9 @@ from typing import Any, TextIO
 
 from .._version import __version__
 from ..diagnostics import Diagnostic
-from . import RunResult
+from . import RunResult, rule_url
 
 SCHEMA_VERSION = 1
-DOCS_URL = "https://ema-lint.readthedocs.io/en/latest/rules/{code}/"
 
 
 def _position(line: int, column: int) -> dict[str, int]:
@@ -55,7 +56,7 @@ def diagnostic_to_dict(d: Diagnostic) -> dict[str, Any]:
         "location": _position(d.start.line, d.start.column),
         "end_location": _position(d.end.line, d.end.column),
         "noqa_line": d.statement_line or d.start.line,
-        "url": DOCS_URL.format(code=d.code),
+        "url": rule_url(d.code),
         "fix": fix,
     }
 
@@ -66,6 +67,7 @@ def document(result: RunResult) -> dict[str, Any]:
         "ema_lint_version": __version__,
         "diagnostics": [diagnostic_to_dict(d) for d in result.diagnostics],
         "errors": list(result.errors),
+        "notes": list(result.notes),
         "summary": {
             "files_checked": result.files_checked,
             "problems": len(result.diagnostics),

@@ -68,6 +68,8 @@ def summary_lines(result: RunResult, color: bool = False) -> list[str]:
 def _errors(result: RunResult, stream: TextIO, color: bool) -> None:
     for error in result.errors:
         stream.write(f"{_paint('error', _BOLD + _YELLOW, color)}: {error}\n")
+    for note in result.notes:
+        stream.write(f"{_paint('note', _BOLD, color)}: {note}\n")
 
 
 def render_full(result: RunResult, stream: TextIO, color: bool) -> None:

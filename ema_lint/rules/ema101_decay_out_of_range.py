@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.api_calls import ApiCalls
-from ..analysis.apis import API_TABLE, Side
+from ..analysis.apis import WEIGHT_TRIGGERS, Role, Side, semantics_table
+from ..analysis.averaging import Use
+from ..analysis.decays import DecaySetting, DecaySettings, describe_interval, describe_value
 from ..analysis.horizon import describe_decay, float_literal, format_number
-from ..analysis.values import ValueResolver
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability
 from ..rule import Option, Rule
 
@@ -16,10 +16,25 @@ class DecayOutOfRange(Rule):
     """
     ## What it finds
     An exponential moving average of the weights whose decay (the weight on the old
-    average) is outside the configured range, 0.999 to 0.9999 by default. The value is read
-    in the semantics of the API it is passed to: ``decay``/``beta`` weigh the old average,
-    mmengine-style ``momentum`` weighs the new value and is converted (``1 - momentum``).
-    Values are followed through module constants.
+    average) is outside the configured range, 0.999 to 0.9999 by default, for an
+    evaluation EMA. The value is read the way an expert reads it:
+
+    - **in the API's own semantics**: ``decay``/``beta``/Keras ``ema_momentum`` are the
+      weight on the old average; mmengine-style ``momentum`` and optax ``step_size`` are
+      the weight on the new value and are converted (``1 - momentum``);
+    - **where it is written**: through constants, arithmetic, argparse defaults,
+      dataclass fields, config dicts, function defaults and the arguments callers pass,
+      and in mmengine config dicts (``dict(type='EMAHook', momentum=...)``);
+    - **per optimizer step**: an object that averages only every k-th step
+      (``update_every``, ``interval``, ``every_n_steps``, ``update_every_n_steps``, or an
+      ``if step % k == 0:`` around its update) has a per-step decay of ``D ** (1/k)``;
+    - **as a ceiling** when a warmup ramps it (diffusers, ema-pytorch, torch-ema,
+      ultralytics...): the message says so;
+    - **for its use**: teachers (DINO, MoCo, BYOL, mean teacher: recognised by their names
+      and by their output feeding a loss that is backpropagated) are judged against their
+      own range, 0.99 to 0.9999 by default; RL target networks and EMAs of things that
+      are not weights (``optax.ema`` of gradients, loss averages) are never judged, nor is
+      a decay that the code reassigns after construction (a schedule).
 
     ## Why it hurts training
     The decay sets how many updates the average spans: about ``1 / (1 - decay)``. At 0.99 the
@@ -42,10 +57,30 @@ class DecayOutOfRange(Rule):
     ema = ModelEmaV2(model, decay=0.9998)
     ```
 
+    ## How long is too long
+    Whether a high decay is too high depends on the length of the run, not on the
+    literal: torchvision's recipe uses 0.99998 every 32 steps, EDM derives its decay from a
+    half-life in images, ema-pytorch's defaults (``beta=0.9999``, ``update_every=10``) make
+    a per-step decay of about 0.99999, and all are right for the runs they are used in. So
+    the upper bound is applied only when nothing better is known:
+
+    - when the run length can be read from the code, the upper bound is not applied here;
+      EMA104 (ema-horizon-exceeds-training) compares the horizon with the run instead;
+    - a library's own defaults (ema-pytorch's ``beta=0.9999`` with ``update_every=10``,
+      Keras's ``ema_momentum=0.99``) are never judged against the built-in range: they are
+      documented as correct for the runs the library targets. Setting ``min``/``max`` in
+      the configuration says what suits your runs, and then every value is judged;
+    - a decay computed from a half-life (``0.5 ** (batch / halflife)``, ``exp(-1/tau)``)
+      states its horizon explicitly and is only judged against the lower bound.
+
+    The lower bound always applies: an evaluation EMA over a few hundred steps is barely
+    smoother than the live weights, whatever the run.
+
     ## Fix
     Unsafe (applied with `--unsafe-fixes`): the value is replaced by the nearest bound of
-    the range, written in the argument's own semantics, where the value is a literal (at the
-    call or where the constant that holds it is defined). It changes the training dynamics
+    the range, written in the argument's own semantics and per update (so an interval is
+    taken into account), where the value is a literal (at the call, or where the constant,
+    argparse default or field that holds it is defined). It changes the training dynamics
     of the average, so review it: for short fine-tunes a lower decay can be right; set the
     range in the configuration instead.
     """
@@ -55,79 +90,97 @@ class DecayOutOfRange(Rule):
     summary = "EMA decay outside the configured range"
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.UNSAFE
-    triggers = tuple(
-        sorted(
-            {
-                name.encode()
-                for spec in API_TABLE.specs
-                if spec.weight is not None
-                for name in (spec.qualname.rsplit(".", 1)[-1],)
-            }
-        )
-    )
-    requires = (ApiCalls, ValueResolver)
+    triggers = WEIGHT_TRIGGERS
+    requires = (DecaySettings,)
     options = (
-        Option("min", float, 0.999, "Lowest decay accepted for an evaluation EMA."),
-        Option("max", float, 0.9999, "Highest decay accepted for an evaluation EMA."),
+        Option("min", float, 0.999, "Lowest per-step decay accepted for an evaluation EMA."),
+        Option("max", float, 0.9999, "Highest per-step decay accepted for an evaluation EMA."),
+        Option("teacher-min", float, 0.99, "Lowest decay accepted for a teacher."),
+        Option("teacher-max", float, 0.9999, "Highest decay accepted for a teacher."),
     )
 
-    def visit_Call(self, node: cst.Call) -> None:
-        bound = self.ctx.get(ApiCalls).bound(node)
-        if bound is None or bound.spec.weight is None:
+    @classmethod
+    def documentation(cls) -> str:
+        return (
+            super().documentation()
+            + "\n\n## Semantics of the averaging APIs\n\n"
+            + semantics_table()
+        )
+
+    def finish(self) -> None:
+        settings = self.ctx.get(DecaySettings)
+        for setting in settings.settings:
+            self._judge(setting, settings)
+
+    def _judge(self, setting: DecaySetting, settings: DecaySettings) -> None:
+        if setting.use not in (Use.EVAL, Use.TEACHER) or setting.spec.role is Role.GRADIENT_EMA:
             return
-        weight = bound.spec.weight
-        expr = bound.value(weight.param)
-        if expr is None:
+        if setting.obj is not None and setting.obj.weight_reassigned:
             return
-        resolved = self.ctx.get(ValueResolver).resolve(expr)
-        if resolved is None or isinstance(resolved.value, (bool, str)) or resolved.value is None:
+        node = setting.expr if setting.expr is not None else setting.interval_expr
+        decay = setting.decay
+        step = setting.step_decay
+        if node is None or decay is None or step is None:
             return
-        given = float(resolved.value)
-        decay = given if weight.side is Side.OLD else 1.0 - given
-        # Impossible or meaningless values are another rule's finding.
+        if setting.expr is None and setting.interval_expr is None:
+            return
+        # Impossible, meaningless or swapped values are EMA102's and EMA103's findings.
         if not 0.5 <= decay < 1.0:
             return
-        low, high = self.settings["min"], self.settings["max"]
-        if low <= decay <= high:
+        teacher = setting.use is Use.TEACHER
+        low = self.settings["teacher-min" if teacher else "min"]
+        high = self.settings["teacher-max" if teacher else "max"]
+        if low <= step <= high:
             return
-        bound_value = low if decay < low else high
-        self.report(
-            expr,
-            self._message(weight.param, weight.side, given, decay, low, high, resolved.via),
-            self._fix(expr, resolved, weight.side, bound_value),
-        )
+        if setting.is_default and self._default_range(teacher):
+            return
+        if step > high:
+            if setting.value is not None and setting.value.form == "half-life":
+                return
+            if settings.run_length(setting) is not None:
+                return
+        self.report(node, self._message(setting, step, low, high), self._fix(setting, low, high))
+
+    def _default_range(self, teacher: bool) -> bool:
+        names = ("teacher-min", "teacher-max") if teacher else ("min", "max")
+        return all(self.settings[n] == self.option(n).default for n in names)
 
     @staticmethod
-    def _message(
-        param: str, side: Side, given: float, decay: float, low: float, high: float, via: str
-    ) -> str:
-        if side is Side.OLD:
-            what = f"EMA {param} {format_number(given)}"
+    def _message(setting: DecaySetting, step: float, low: float, high: float) -> str:
+        what = describe_value(setting) + describe_interval(setting)
+        unit = "steps" if setting.interval > 1 else "updates"
+        if step < low:
+            effect = "barely smoother than the live weights"
         else:
-            what = f"EMA {param} {format_number(given)} (a decay of {format_number(decay)})"
-        source = f" (from {via})" if via else ""
-        effect = (
-            "barely smoother than the live weights"
-            if decay < low
-            else "still dominated by early weights late in training"
-        )
+            effect = "still dominated by early weights late in training"
+        if setting.ramp is not None:
+            effect += "; the warmup only approaches this value"
+        kind = "a teacher" if setting.use is Use.TEACHER else "an evaluation EMA"
         return (
-            f"{what}{source} {describe_decay(decay)}: {effect}; "
-            f"expected a decay in {format_number(low)}-{format_number(high)}"
+            f"{what} {describe_decay(step, unit=unit)}: {effect}; "
+            f"expected a per-step decay in {format_number(low)}-{format_number(high)} for {kind}"
         )
 
     @staticmethod
-    def _fix(expr: cst.BaseExpression, resolved, side: Side, bound_value: float) -> Fix | None:
-        target = resolved.origin
-        if target is None:
+    def _fix(setting: DecaySetting, low: float, high: float) -> Fix | None:
+        if setting.expr is None or setting.value is None:
             return None
-        if isinstance(target, cst.UnaryOperation) or not isinstance(
-            target, (cst.Float, cst.Integer)
-        ):
+        target = setting.value.origin
+        if not isinstance(target, (cst.Float, cst.Integer)):
             return None
-        new_value = bound_value if side is Side.OLD else 1.0 - bound_value
-        text = float_literal(round(new_value, 12))
-        return Fix.unsafe(
-            f"Set the decay to {format_number(bound_value)}",
-            Edit.replace(target, cst.Float(text)),
-        )
+        step = setting.step_decay
+        assert step is not None
+        bound = low if step < low else high
+        k = setting.interval
+        side = setting.weight.side
+        for digits in range(3, 13):
+            per_update = round(bound**k, digits)
+            written = per_update if side is Side.OLD else round(1.0 - per_update, digits)
+            decay = written if side is Side.OLD else 1.0 - written
+            if 0.0 < decay < 1.0 and low <= decay ** (1.0 / k) <= high:
+                text = float_literal(written)
+                return Fix.unsafe(
+                    f"Set the {setting.weight.param} to {text}",
+                    Edit.replace(target, cst.Float(text)),
+                )
+        return None

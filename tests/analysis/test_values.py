@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import libcst as cst
 import pytest
 
@@ -52,3 +54,196 @@ def test_module_constants_and_their_origin() -> None:
 )
 def test_unknown_stays_unknown(source: str, expression: str) -> None:
     assert resolve(source, expression) is None
+
+
+# Resolution paths -------------------------------------------------------------------------
+from ema_lint.analysis.values import Symbol  # noqa: E402
+from tests.analysis.helpers import context, probe  # noqa: E402
+
+
+def value_of(source: str):
+    ctx = context(source)
+    return ctx.get(ValueResolver).resolve(probe(ctx))
+
+
+ARGPARSE = """
+import argparse
+
+def get_parser():
+    p = argparse.ArgumentParser()
+    p.add_argument("--model-ema-decay", type=float, default=0.9998)
+    p.add_argument("--m", dest="momentum", default="0.0002", type=float)
+    p.add_argument("--flag", action="store_true")
+    p.add_argument("--rate", default=0.9)
+    p.set_defaults(rate=0.99)
+    return p
+
+def main():
+    args = get_parser().parse_args()
+    __probe__ = {}
+"""
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected", "via"),
+    [
+        ("args.model_ema_decay", 0.9998, "--model-ema-decay default"),
+        ("args.momentum", 0.0002, "--m default"),
+        ("args.flag", False, "--flag default"),
+        ("args.rate", 0.99, "--rate default"),
+        ("self.args.model_ema_decay", 0.9998, "--model-ema-decay default"),
+    ],
+)
+def test_argparse_defaults(expression: str, expected, via: str) -> None:
+    value = value_of(ARGPARSE.replace("{}", expression))
+    assert value is not None and value.value == pytest.approx(expected) and value.via == via
+
+
+def test_argparse_reassigned_is_unknown() -> None:
+    source = ARGPARSE.replace("__probe__ = {}", "args.model_ema_decay = 0.5\n    __probe__ = {}")
+    assert value_of(source.replace("{}", "args.model_ema_decay")) is None
+
+
+DATACLASS = """
+from dataclasses import dataclass, field
+import attr
+
+@dataclass
+class Ema:
+    decay: float = 0.9995
+
+@dataclass
+class Config:
+    lr: float = 0.1
+    ema_decay: float = 0.999
+    ema: Ema = field(default_factory=Ema)
+
+@attr.s
+class Old:
+    decay = attr.ib(default=0.98)
+
+def train(cfg: Config, other):
+    local = Config(0.2, 0.9)
+    __probe__ = {}
+"""
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected", "via"),
+    [
+        ("cfg.ema_decay", 0.999, "Config.ema_decay default"),
+        ("cfg.ema.decay", 0.9995, "Ema.decay default"),
+        ("local.ema_decay", 0.9, ""),
+        ("Old().decay", 0.98, "Old.decay default"),
+        ("Config().lr", 0.1, "Config.lr default"),
+    ],
+)
+def test_dataclass_fields(expression: str, expected, via: str) -> None:
+    value = value_of(DATACLASS.replace("{}", expression))
+    assert value is not None and value.value == pytest.approx(expected) and value.via == via
+
+
+def test_unknown_objects_stay_unknown() -> None:
+    assert value_of(DATACLASS.replace("{}", "other.ema_decay")) is None
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("c = {'ema': {'decay': 0.99}}\n    __probe__ = c['ema']['decay']", 0.99),
+        ("c = dict(ema_decay=0.98)\n    __probe__ = c['ema_decay']", 0.98),
+        ("c = dict(ema_decay=0.98)\n    __probe__ = c.get('ema_decay', 0.5)", 0.98),
+        ("c = {'x': 1}\n    __probe__ = c.get('ema_decay', 0.97)", 0.97),
+        ("d = 0.96\n    __probe__ = d", 0.96),
+        ("__probe__ = decay", 0.95),
+        ("__probe__ = self_default()", None),
+    ],
+)
+def test_dicts_locals_and_defaults(body: str, expected) -> None:
+    source = f"def f(decay=0.95):\n    {body}\n"
+    value = value_of(source)
+    if expected is None:
+        assert value is None
+    else:
+        assert value is not None and value.value == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "c = {'ema_decay': 0.9}\n    c['ema_decay'] = 0.5\n    __probe__ = c['ema_decay']",
+        "c = {'ema_decay': 0.9}\n    c.update(other)\n    __probe__ = c['ema_decay']",
+        "c = {'ema_decay': 0.9, **other}\n    __probe__ = c.get('missing', 0.5)",
+        "d = 0.9\n    if x:\n        d = 0.99\n    __probe__ = d",
+        "d = 0.9\n    d *= 2\n    __probe__ = d",
+        "for d in range(3):\n        pass\n    __probe__ = d",
+    ],
+)
+def test_mutated_or_rebound_is_unknown(body: str) -> None:
+    assert value_of(f"def f(decay=0.95):\n    {body}\n") is None
+
+
+def test_callers_arguments_and_defaults() -> None:
+    source = "def make(decay=0.9):\n    __probe__ = decay\nmake()\nmake(decay=0.9)\n"
+    value = value_of(source)
+    assert value is not None and value.value == 0.9
+    disagree = "def make(decay=0.9):\n    __probe__ = decay\nmake(0.5)\nmake()\n"
+    assert value_of(disagree) is None
+    required = "def make(decay):\n    __probe__ = decay\nmake(0.99)\n"
+    value = value_of(required)
+    assert value is not None and value.value == 0.99 and value.origin is not None
+
+
+def test_class_constants_and_self_attributes() -> None:
+    source = """
+class Trainer:
+    DECAY = 0.999
+
+    def __init__(self, ema_decay=0.995):
+        self.ema_decay = ema_decay
+
+    def a(self):
+        __probe__ = self.DECAY
+
+    def b(self):
+        __other__ = self.ema_decay
+
+Trainer(ema_decay=0.99)
+"""
+    ctx = context(source)
+    resolver = ctx.get(ValueResolver)
+    value = resolver.resolve(probe(ctx))
+    assert value.value == 0.999 and value.via == "Trainer.DECAY"
+    other = resolver.resolve(probe(ctx, "__other__"))
+    assert other.value == 0.99
+
+
+def test_symbols_math_and_half_life_form() -> None:
+    value = value_of("import torch\nimport math\n__probe__ = torch.float16\n")
+    assert value.value == Symbol("torch.float16")
+    value = value_of("import math\n__probe__ = math.exp(-1 / 100)\n")
+    assert value.value == pytest.approx(math.exp(-0.01)) and value.form == "half-life"
+    value = value_of("B = 32\nH = 500_000\n__probe__ = 0.5 ** (B / H)\n")
+    assert value.form == "half-life" and value.via == "B"
+    assert value_of("__probe__ = min(0.9, 0.99)\n").value == 0.9
+
+
+def test_possible_values_of_a_rebound_name() -> None:
+    source = (
+        "import torch\n"
+        "def f(fp16):\n"
+        "    dtype = torch.float32\n"
+        "    if fp16:\n"
+        "        dtype = torch.float16\n"
+        "    __probe__ = dtype\n"
+    )
+    ctx = context(source)
+    values = ctx.get(ValueResolver).possible(probe(ctx))
+    assert [v.value for v in values] == [Symbol("torch.float32"), Symbol("torch.float16")]
+
+
+def test_shared_constants_are_marked() -> None:
+    value = value_of("D = 0.99\nx = D\n__probe__ = D\n")
+    assert value.shared
+    value = value_of("D = 0.99\n__probe__ = D\n")
+    assert not value.shared

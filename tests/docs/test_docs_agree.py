@@ -59,3 +59,54 @@ def test_bad_example_triggers_the_rule_and_good_example_does_not(rule) -> None:
     good_codes = {d.code for d in engine.lint(good, "good.py", settings)}
     assert rule.code in bad_codes, f"the bad example of {rule.code} does not trigger it"
     assert rule.code not in good_codes, f"the good example of {rule.code} triggers it"
+
+
+# The docs site ----------------------------------------------------------------------------
+def test_generated_docs_are_fresh() -> None:
+    for path, expected in docs.generated_files(ROOT).items():
+        assert path.is_file(), f"missing {path}; run python -m ema_lint.docs"
+        assert path.read_text(encoding="utf-8") == expected, (
+            f"{path} is stale; run python -m ema_lint.docs"
+        )
+
+
+def test_configuration_reference_describes_every_key() -> None:
+    from ema_lint import config
+
+    assert set(docs.SETTINGS) == set(config._KNOWN_KEYS)
+    reference = docs.configuration_reference()
+    for rule in RULES:
+        for option in rule.options:
+            assert f"| `{option.name}` |" in reference
+    assert "`--output-format`" in reference and "`--no-prefilter`" not in reference
+
+
+def _nav_pages() -> set[str]:
+    import re
+
+    text = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    nav = text[text.index("\nnav:") :]
+    return set(re.findall(r"([\w./-]+\.md)\s*$", nav, flags=re.MULTILINE))
+
+
+def test_every_page_is_in_the_site_navigation() -> None:
+    pages = {
+        p.relative_to(ROOT / "docs").as_posix()
+        for p in (ROOT / "docs").rglob("*.md")
+        if "evidence" not in p.relative_to(ROOT / "docs").parts
+    }
+    assert pages == _nav_pages()
+
+
+def test_rules_index_links_every_rule() -> None:
+    index = docs.rules_index()
+    for rule in RULES:
+        assert f"[{rule.code}](rules/{rule.code}.md)" in index
+
+
+def test_included_evidence_links_are_made_relative_to_the_rule_page() -> None:
+    text = "![p](plot.png) [s](../run_all.py) [w](https://x.org/a) [a](#top) [r](/abs)"
+    assert docs._relink(text, "../evidence/EMA101/") == (
+        "![p](../evidence/EMA101/plot.png) [s](../evidence/EMA101/../run_all.py) "
+        "[w](https://x.org/a) [a](#top) [r](/abs)"
+    )

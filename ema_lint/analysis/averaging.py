@@ -1,0 +1,805 @@
+"""What each averaging object of a module is, and what it is used for.
+
+An *averaging object* is an averaged copy of weights: one bound from a known API call
+(``ModelEmaV2(model)``, ``AveragedModel(model, multi_avg_fn=...)``, an mmengine config
+``dict(type='EMAHook', ...)``, a Keras optimizer with ``use_ema=True``), the shadow of a
+functional update (``optax.incremental_update(params, target, tau)``), or a hand-made shadow:
+``copy.deepcopy(model)`` whose name says it is averaged (``ema*``, ``*_ema``, ``shadow``,
+``avg*``, ``swa*``, ``teacher``, ``momentum_encoder``, ``target_net``, ...) or that is the
+target of an in-place average update (``InPlaceUpdates``).
+
+Objects are tracked through assignments, ``self.`` attributes across the methods of one
+class, function arguments and return values within the module, and the wrappers' inner
+model (``ema.module``, ``ema.ema``, ``ema.ema_model``). Each is classified by use:
+
+- ``Use.EVAL``: averaged weights for evaluation or export (the default for EMA APIs);
+- ``Use.TEACHER``: a self-distillation or consistency target (DINO, MoCo, BYOL, mean
+  teacher): named so, or its output feeds a loss in a function that backpropagates;
+- ``Use.TARGET``: an RL target network (``tau``/``polyak``, ``target_q``...);
+- ``Use.NOT_WEIGHTS``: averages something else (``optax.ema`` gradients, TF loss averages);
+- ``Use.UNKNOWN``: a functional update whose purpose the code does not show.
+
+Public API (for the loop, SWA and hand-written-update rules)::
+
+    objects = ctx.get(AveragingObjects)
+    objects.objects                      # every AveragingObject, in document order
+    objects.for_expression(node)         # the object an expression refers to, or None
+    objects.for_call(call)               # the object a creating/weight call belongs to
+    obj.kind / obj.use / obj.spec / obj.bound / obj.weight_call / obj.names
+    obj.source / obj.updates / obj.inplace / obj.weight_reassigned / obj.reasons
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from .api_calls import BoundCalls
+from .apis import ApiSpec, BoundCall, Role
+from .context import FileContext
+from .names import ImportTable, dotted_name
+from .updates import InPlaceUpdate, InPlaceUpdates, container_of, strip_tensor
+from .values import ValueResolver
+
+
+class Use(str, enum.Enum):
+    EVAL = "eval-ema"
+    TEACHER = "teacher"
+    TARGET = "target-network"
+    NOT_WEIGHTS = "not-weights"
+    UNKNOWN = "unknown"
+
+
+class Method(str, enum.Enum):
+    EMA = "ema"  # exponential moving average
+    SWA = "swa"  # equal-weight running mean
+    UNKNOWN = "unknown"  # a custom averaging function
+
+
+# Roles whose call creates an object holding averaged weights (or averaging state).
+_CREATING = {
+    Role.EMA_MODEL,
+    Role.SWA_MODEL,
+    Role.EMA_CALLBACK,
+    Role.SWA_CALLBACK,
+    Role.EMA_HOOK,
+    Role.OPTIMIZER,
+    Role.GRADIENT_EMA,
+}
+# Attributes of a wrapper that are the averaged model itself.
+_INNER = {"module", "ema", "ema_model", "averaged_model", "_average_model", "model", "shadow"}
+_INPLACE_METHODS = {"mul_", "add_", "lerp_", "copy_", "sub_"}
+_WEIGHT_ATTRIBUTES = {"decay", "beta", "momentum", "ema_momentum", "rate", "tau", "alpha"}
+
+_TOKEN = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+_AVERAGED_TOKENS = {"ema", "shadow", "avg", "average", "averaged", "swa", "polyak", "teacher"}
+_TEACHER_TOKENS = {"teacher"}
+_TEACHER_PAIRS = [
+    ("momentum", "encoder"),
+    ("momentum", "model"),
+    ("momentum", "net"),
+    ("momentum", "backbone"),
+    ("key", "encoder"),
+    ("encoder", "k"),
+    ("model", "k"),
+    ("target", "encoder"),
+    ("target", "backbone"),
+    ("target", "projector"),
+    ("target", "network", "byol"),
+]
+_TARGET_TOKENS = [
+    ("target", "net"),
+    ("target", "network"),
+    ("target", "q"),
+    ("q", "target"),
+    ("critic", "target"),
+    ("target", "critic"),
+    ("actor", "target"),
+    ("target", "actor"),
+    ("target", "model"),
+    ("tgt", "net"),
+    ("target", "policy"),
+    ("target", "qf"),
+    ("qf", "target"),
+    ("target", "params"),
+    ("target", "value"),
+    ("value", "target"),
+]
+_NOT_WEIGHT_TOKENS = {"loss", "losses", "metric", "metrics", "acc", "accuracy", "grad", "reward"}
+_LOSS_CALL = re.compile(
+    r"(loss|criterion|distill|consistency|kl_div|mse|cross_entropy|cosine_similarity|byol|dino)",
+    re.IGNORECASE,
+)
+
+
+def tokens(name: str) -> list[str]:
+    """``self.model_ema`` -> [model, ema]; ``modelEMA`` -> [model, ema]."""
+    last = name.rsplit(".", 1)[-1]
+    return [t.lower() for t in _TOKEN.findall(last)]
+
+
+def _has_pair(words: list[str], pair: tuple[str, ...]) -> bool:
+    return all(w in words for w in pair)
+
+
+def is_averaged_name(name: str) -> bool:
+    """A name that says it holds averaged weights."""
+    words = tokens(name)
+    if any(w in _AVERAGED_TOKENS for w in words):
+        return True
+    return any(_has_pair(words, p) for p in (*_TEACHER_PAIRS, *_TARGET_TOKENS))
+
+
+def use_from_name(name: str) -> Use | None:
+    """What a name says about the use of averaged weights, if anything."""
+    words = tokens(name)
+    if any(w in _TEACHER_TOKENS for w in words) or any(_has_pair(words, p) for p in _TEACHER_PAIRS):
+        return Use.TEACHER
+    if any(_has_pair(words, p) for p in _TARGET_TOKENS):
+        return Use.TARGET
+    return None
+
+
+@dataclass(eq=False)
+class AveragingObject:
+    """One averaged copy of weights (or averaging state) and what it is used for."""
+
+    kind: Method
+    use: Use
+    # The creating node: an API call or config mapping, a ``deepcopy`` call, or (for
+    # functional updates and hand-made shadows found by their update) the update itself.
+    creation: cst.CSTNode
+    bound: BoundCall | None = None
+    # The spec that defines the averaging (a hook's target class when it forwards).
+    spec: ApiSpec | None = None
+    # The bound call that carries the averaging weight (AveragedModel: its EMA function).
+    weight_call: BoundCall | None = None
+    # Expressions the object is bound to (``ema``, ``self.model_ema``), and their code.
+    bindings: list[cst.BaseExpression] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    # The online model (or parameters) it averages, as passed.
+    source: cst.BaseExpression | None = None
+    # Calls that update it (``ema.update(model)``, ``ema.step(params)``, a functional
+    # update) and hand-written in-place updates of its tensors.
+    updates: list[cst.CSTNode] = field(default_factory=list)
+    inplace: list[InPlaceUpdate] = field(default_factory=list)
+    # The averaging weight is assigned after construction (``ema.decay = schedule[i]``):
+    # the constructor value is only a starting point.
+    weight_reassigned: bool = False
+    # Why the object was classified as it is (for messages and debugging).
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def hand_made(self) -> bool:
+        return self.bound is None
+
+    @property
+    def virtual(self) -> bool:
+        return self.bound is not None and self.bound.virtual
+
+    @property
+    def name(self) -> str:
+        """The name people know the object by (first binding), or the API's short name."""
+        if self.names:
+            return self.names[0]
+        if self.spec is not None:
+            return self.spec.short_name
+        return "the averaged copy"
+
+
+class AveragingObjects:
+    """The averaging objects of a module, and which expressions refer to them."""
+
+    MAX_DEPTH = 12
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.index = ctx.index
+        self.resolver = ctx.get(ValueResolver)
+        self.imports = ctx.get(ImportTable)
+        self.objects: list[AveragingObject] = []
+        self._by_creation: dict[int, AveragingObject] = {}
+        self._memo: dict[int, AveragingObject | None] = {}
+        self._deepcopies: dict[int, cst.Call] = {}
+        self._bound = ctx.get(BoundCalls)
+        self._has_inplace: bool | None = None
+
+        self._collect_api_objects()
+        self._collect_shadows()
+        if not self.objects:
+            return
+        self._link_bindings()
+        self._link_updates()
+        for obj in self.objects:
+            self._classify(obj)
+        self.objects.sort(key=lambda o: self.index.order[id(o.creation)])
+
+    @classmethod
+    def build(cls, ctx: FileContext) -> AveragingObjects:
+        return cls(ctx)
+
+    # Public -----------------------------------------------------------------------------------
+    def for_expression(self, node: cst.BaseExpression) -> AveragingObject | None:
+        """The object ``node`` refers to (through names, ``self.`` attributes, arguments,
+        return values and the wrapper's inner model), or None."""
+        return self._refer(node, 0)
+
+    def for_call(self, node: cst.CSTNode) -> AveragingObject | None:
+        """The object a creating call (or mapping), or the call carrying its weight, makes."""
+        found = self._by_creation.get(id(node))
+        if found is not None:
+            return found
+        for obj in self.objects:
+            if obj.weight_call is not None and obj.weight_call.call is node:
+                return obj
+        return None
+
+    def of_kind(self, *uses: Use) -> list[AveragingObject]:
+        return [o for o in self.objects if o.use in uses]
+
+    # Creation ---------------------------------------------------------------------------------
+    def _add(self, obj: AveragingObject, *nodes: cst.CSTNode) -> AveragingObject:
+        self.objects.append(obj)
+        for node in (obj.creation, *nodes):
+            self._by_creation[id(node)] = obj
+        return obj
+
+    def _collect_api_objects(self) -> None:
+        avg_fns: dict[int, BoundCall] = {}
+        for bound in self._bound.calls:
+            role = bound.spec.role
+            if role is Role.EMA_AVG_FN:
+                avg_fns[id(bound.call)] = bound
+        consumed: set[int] = set()
+        for bound in self._bound.calls:
+            spec = bound.spec
+            role = spec.role
+            if role in _CREATING:
+                if role is Role.OPTIMIZER and not self._ema_enabled(bound):
+                    continue
+                averaging = bound.averaging
+                kind = self._kind_of(bound, avg_fns, consumed)
+                weight_call = bound if averaging.weight is not None else None
+                if spec.role in (Role.SWA_MODEL, Role.SWA_CALLBACK):
+                    weight_call = self._avg_fn_of(bound, avg_fns)
+                source_param = averaging.source_param
+                source = bound.value(source_param) if source_param else None
+                self._add(
+                    AveragingObject(
+                        kind,
+                        Use.EVAL,
+                        bound.call,
+                        bound=bound,
+                        spec=averaging,
+                        weight_call=weight_call,
+                        source=source,
+                    )
+                )
+            elif role is Role.EMA_FUNCTION:
+                self._functional(bound)
+        for key, bound in avg_fns.items():
+            if key not in consumed:
+                self._add(
+                    AveragingObject(
+                        Method.EMA,
+                        Use.EVAL,
+                        bound.call,
+                        bound=bound,
+                        spec=bound.spec,
+                        weight_call=bound,
+                    )
+                )
+
+    def _ema_enabled(self, bound: BoundCall) -> bool:
+        weight = bound.spec.weight
+        if weight is None or weight.enabled_when is None:
+            return True
+        param, wanted = weight.enabled_when
+        expr = bound.value(param)
+        if expr is None:
+            return False
+        value = self.resolver.resolve(expr)
+        return value is not None and value.value == wanted
+
+    def _avg_fn_of(self, bound: BoundCall, avg_fns: dict[int, BoundCall]) -> BoundCall | None:
+        for param in ("multi_avg_fn", "avg_fn"):
+            expr = bound.value(param)
+            if expr is None:
+                continue
+            target = self._follow(expr)
+            if target is not None and id(target) in avg_fns:
+                return avg_fns[id(target)]
+        return None
+
+    def _kind_of(
+        self, bound: BoundCall, avg_fns: dict[int, BoundCall], consumed: set[int]
+    ) -> Method:
+        spec = bound.averaging
+        if spec.role in (Role.SWA_MODEL, Role.SWA_CALLBACK):
+            if spec.qualname.endswith("StochasticWeightAverage") or spec.short_name == (
+                "StochasticWeightAveraging"
+            ):
+                return Method.SWA
+            found: Method | None = None
+            for param in ("multi_avg_fn", "avg_fn"):
+                expr = bound.value(param)
+                if expr is None:
+                    continue
+                target = self._follow(expr)
+                if target is not None and id(target) in avg_fns:
+                    consumed.add(id(target))
+                    return Method.EMA
+                inner = self._bound.bound(target) if target is not None else None
+                if inner is not None and inner.spec.role is Role.SWA_AVG_FN:
+                    return Method.SWA
+                name = dotted_name(expr) or ""
+                found = Method.EMA if "ema" in tokens(name) else Method.UNKNOWN
+            if found is not None:
+                return found
+            return Method.SWA if not bound.has_star else Method.UNKNOWN
+        return Method.EMA
+
+    def _follow(self, expr: cst.BaseExpression, depth: int = 0) -> cst.BaseExpression | None:
+        """A name to the single expression assigned to it (for averaging functions)."""
+        if depth > self.MAX_DEPTH:
+            return None
+        if isinstance(expr, cst.Name):
+            bindings = self.resolver.bindings_of(expr)
+            if bindings and len(bindings) == 1 and bindings[0].kind == "assign":
+                value = bindings[0].value
+                return self._follow(value, depth + 1) if value is not None else None
+            if bindings and len(bindings) == 1 and bindings[0].kind == "param":
+                binding = bindings[0]
+                function = binding.function
+                if isinstance(function, cst.FunctionDef) and binding.param is not None:
+                    for call in self.resolver.callers(function):
+                        arg = self.resolver.argument_for(function, binding.param, call)
+                        if arg is not None:
+                            return self._follow(arg, depth + 1)
+                    if binding.param.default is not None:
+                        return self._follow(binding.param.default, depth + 1)
+            return None
+        return expr
+
+    def _functional(self, bound: BoundCall) -> None:
+        """``optax.incremental_update(new, old, tau)``: the shadow is ``old``."""
+        spec = bound.spec
+        shadow = bound.value(spec.shadow) if spec.shadow else None
+        existing = self._refer(shadow, 0) if shadow is not None else None
+        if existing is not None:
+            existing.updates.append(bound.call)
+            if existing.weight_call is None:
+                existing.weight_call = bound
+            self._by_creation.setdefault(id(bound.call), existing)
+            return
+        source_param = spec.source_param
+        obj = AveragingObject(
+            Method.EMA,
+            Use.EVAL,
+            bound.call,
+            bound=bound,
+            spec=spec,
+            weight_call=bound,
+            source=bound.value(source_param) if source_param else None,
+            updates=[bound.call],
+        )
+        if shadow is not None:
+            obj.bindings.append(shadow)
+            obj.names.append(self._code(shadow))
+        self._add(obj)
+
+    def _collect_shadows(self) -> None:
+        """``deepcopy(model)`` copies that are averaged (by name or by in-place updates)."""
+        deepcopies = [c for c in self.ctx.nodes(cst.Call) if self._is_deepcopy(c)]
+        updates = self.ctx.get(InPlaceUpdates).updates if self._may_update() else []
+        containers: list[tuple[InPlaceUpdate, cst.BaseExpression]] = [
+            (u, u.shadow_container) for u in updates if u.shadow_container is not None
+        ]
+        for call in deepcopies:
+            outer = self._chain_top(call)
+            targets = list(self._assignment_targets(outer))
+            names = [self._code(t) for t in targets]
+            averaged = any(is_averaged_name(n) for n in names)
+            obj = AveragingObject(
+                Method.SWA if any("swa" in tokens(n) for n in names) else Method.EMA,
+                Use.EVAL,
+                outer,
+                source=call.args[0].value if call.args else None,
+            )
+            if not averaged:
+                # Kept only if some in-place average update targets it.
+                self._memo.clear()
+                self._by_creation[id(outer)] = obj
+                hit = any(self._refer(c, 0) is obj for _, c in containers)
+                del self._by_creation[id(outer)]
+                self._memo.clear()
+                if not hit:
+                    continue
+                obj.reasons.append("target of an in-place average update")
+            else:
+                obj.reasons.append("named as an averaged copy")
+            self._add(obj, call)
+            node: cst.CSTNode = call
+            while node is not outer:
+                parent = self.index.parent(node)
+                if parent is None:
+                    break
+                node = parent
+                self._by_creation[id(node)] = obj
+        self._memo.clear()
+        # In-place updates of shadows that are not deepcopies (dicts of tensors, lists).
+        for update, container in containers:
+            if self._refer(container, 0) is None and is_averaged_name(self._code(container)):
+                obj = AveragingObject(Method.EMA, Use.EVAL, update.node)
+                obj.bindings.append(container)
+                obj.names.append(self._code(container))
+                obj.reasons.append("target of an in-place average update")
+                extra: list[cst.CSTNode] = []
+                if isinstance(container, cst.Name):
+                    bindings = self.resolver.bindings_of(container) or []
+                    if len(bindings) == 1 and bindings[0].value is not None:
+                        extra.append(bindings[0].value)  # the dict/list the shadow starts as
+                self._add(obj, *extra)
+                self._memo.clear()
+
+    def _may_update(self) -> bool:
+        """Whether the module may hold in-place averaging updates (a cheap look first)."""
+        if self._has_inplace is None:
+            self._has_inplace = bool(self.ctx.nodes(cst.Assign)) or any(
+                isinstance(c.func, cst.Attribute)
+                and (c.func.attr.value in _INPLACE_METHODS or c.func.attr.value[:8] == "_foreach")
+                for c in self.ctx.nodes(cst.Call)
+            )
+        return self._has_inplace
+
+    def _is_deepcopy(self, call: cst.Call) -> bool:
+        if not call.args:
+            return False
+        func = call.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+        if name != "deepcopy":
+            return False
+        names = self.imports.qualified_names(call.func)
+        return "copy.deepcopy" in names
+
+    def _chain_top(self, call: cst.Call) -> cst.BaseExpression:
+        """``deepcopy(m).eval().requires_grad_(False)``: the outermost call of the chain."""
+        node: cst.BaseExpression = call
+        while True:
+            parent = self.index.parent(node)
+            if isinstance(parent, cst.Attribute) and parent.value is node:
+                grand = self.index.parent(parent)
+                if isinstance(grand, cst.Call) and grand.func is parent:
+                    node = grand
+                    continue
+            return node
+
+    def _assignment_targets(self, value: cst.CSTNode) -> Iterator[cst.BaseExpression]:
+        node = value
+        parent = self.index.parent(node)
+        while isinstance(parent, (cst.IfExp, cst.BooleanOperation)):
+            node, parent = parent, self.index.parent(parent)
+        if isinstance(parent, cst.Assign) and parent.value is node:
+            for target in parent.targets:
+                if isinstance(target.target, (cst.Name, cst.Attribute)):
+                    yield target.target
+        elif isinstance(parent, cst.AnnAssign) and parent.value is node:
+            if isinstance(parent.target, (cst.Name, cst.Attribute)):
+                yield parent.target
+        elif isinstance(parent, cst.Return):
+            function = self.index.enclosing(parent, cst.FunctionDef)
+            if isinstance(function, cst.FunctionDef):
+                for call in self.resolver.callers(function):
+                    yield from self._assignment_targets(call)
+
+    # References --------------------------------------------------------------------------------
+    def _refer(self, node: cst.BaseExpression | None, depth: int) -> AveragingObject | None:
+        if node is None or depth > self.MAX_DEPTH:
+            return None
+        key = id(node)
+        if key in self._memo:
+            return self._memo[key]
+        self._memo[key] = None  # cycle guard
+        found = self._refer_uncached(node, depth)
+        self._memo[key] = found
+        return found
+
+    def _refer_uncached(self, node: cst.BaseExpression, depth: int) -> AveragingObject | None:
+        direct = self._by_creation.get(id(node))
+        if direct is not None:
+            return direct
+        if isinstance(node, cst.Name):
+            bindings = self.resolver.bindings_of(node)
+            if not bindings:
+                return None
+            found: list[AveragingObject] = []
+            for binding in bindings:
+                obj: AveragingObject | None = None
+                if binding.kind == "assign" and binding.value is not None:
+                    obj = self._refer(binding.value, depth + 1)
+                elif binding.kind == "param" and binding.param is not None:
+                    obj = self._param(binding, depth)
+                if obj is not None and obj not in found:
+                    found.append(obj)
+            return found[0] if len(found) == 1 else None
+        if isinstance(node, cst.Attribute):
+            base = self._refer(node.value, depth + 1)
+            if base is not None:
+                return base if node.attr.value in _INNER else None
+            if isinstance(node.value, cst.Name) and node.value.value == "self":
+                cls = self.resolver.class_of_self(node)
+                if cls is None:
+                    return None
+                values = self.resolver.self_assignments(cls).get(node.attr.value, [])
+                objs: list[AveragingObject] = []
+                for value in values:
+                    obj = self._refer(value, depth + 1) if value is not None else None
+                    if obj is not None and obj not in objs:
+                        objs.append(obj)
+                return objs[0] if len(objs) == 1 else None
+            return None
+        if isinstance(node, cst.Call):
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value in (
+                "to",
+                "cuda",
+                "cpu",
+                "eval",
+                "train",
+                "requires_grad_",
+                "half",
+                "float",
+                "bfloat16",
+            ):
+                return self._refer(func.value, depth + 1)
+            if isinstance(func, cst.Name):
+                for function in self._local_functions(func.value):
+                    for ret in self.index.descendants(function, cst.Return):
+                        if (
+                            isinstance(ret, cst.Return)
+                            and ret.value is not None
+                            and self.index.enclosing(ret, cst.FunctionDef) is function
+                        ):
+                            obj = self._refer(ret.value, depth + 1)
+                            if obj is not None:
+                                return obj
+            return None
+        if isinstance(node, cst.IfExp):
+            return self._refer(node.body, depth + 1) or self._refer(node.orelse, depth + 1)
+        return None
+
+    def _param(self, binding, depth: int) -> AveragingObject | None:
+        function = binding.function
+        if not isinstance(function, cst.FunctionDef):
+            return None
+        for call in self.resolver.callers(function):
+            arg = self.resolver.argument_for(function, binding.param, call)
+            obj = self._refer(arg, depth + 1) if arg is not None else None
+            if obj is not None:
+                return obj
+        return None
+
+    def _local_functions(self, name: str) -> list[cst.FunctionDef]:
+        return [
+            f
+            for f in self.ctx.nodes(cst.FunctionDef)
+            if isinstance(f, cst.FunctionDef)
+            and f.name.value == name
+            and self.index.enclosing(f, cst.ClassDef, cst.FunctionDef) is None
+        ]
+
+    # Bindings and updates ---------------------------------------------------------------------
+    def _link_bindings(self) -> None:
+        self._memo.clear()
+        for node in (*self.ctx.nodes(cst.Assign), *self.ctx.nodes(cst.AnnAssign)):
+            value = node.value
+            if value is None:
+                continue
+            obj = self._refer(value, 0)
+            if obj is None:
+                continue
+            targets = (
+                [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            )
+            for target in targets:
+                if isinstance(target, (cst.Name, cst.Attribute)):
+                    code = self._code(target)
+                    if code not in obj.names:
+                        obj.names.append(code)
+                        obj.bindings.append(target)
+
+    def _link_updates(self) -> None:
+        methods: set[str] = {"update_parameters"}
+        for obj in self.objects:
+            if obj.spec is not None:
+                methods.update(obj.spec.update_methods)
+        for call in self.ctx.nodes(cst.Call):
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value in methods:
+                obj = self._refer(func.value, 0)
+                if obj is None:
+                    continue
+                known = obj.spec is None or func.attr.value in obj.spec.update_methods
+                if known and call not in obj.updates:
+                    obj.updates.append(call)
+            elif isinstance(func, (cst.Name, cst.Attribute)) and not self._by_creation.get(
+                id(call)
+            ):
+                obj = self._refer(func, 0)
+                if (
+                    obj is not None
+                    and obj.spec is not None
+                    and ("__call__" in obj.spec.update_methods)
+                ):
+                    obj.updates.append(call)
+        if self._may_update():
+            for update in self.ctx.get(InPlaceUpdates).updates:
+                container = update.shadow_container
+                target = container if container is not None else strip_tensor(update.shadow)
+                obj = self._refer(container_of(target), 0)
+                if obj is not None:
+                    obj.inplace.append(update)
+                    if update.node not in obj.updates:
+                        obj.updates.append(update.node)
+        for target, _ in self._attribute_writes():
+            if target.attr.value in _WEIGHT_ATTRIBUTES:
+                obj = self._refer(target.value, 0)
+                if obj is not None:
+                    obj.weight_reassigned = True
+                    obj.reasons.append(f"{self._code(target)} is assigned after construction")
+
+    def _attribute_writes(self) -> Iterator[tuple[cst.Attribute, cst.CSTNode]]:
+        for node in self.ctx.nodes(cst.Assign):
+            for target in node.targets:
+                if isinstance(target.target, cst.Attribute):
+                    yield target.target, node
+        for node in self.ctx.nodes(cst.AugAssign):
+            if isinstance(node.target, cst.Attribute):
+                yield node.target, node
+
+    # Classification -----------------------------------------------------------------------------
+    def _classify(self, obj: AveragingObject) -> None:
+        spec = obj.spec
+        if spec is not None and spec.role is Role.GRADIENT_EMA:
+            obj.use = Use.NOT_WEIGHTS
+            obj.reasons.append(f"{spec.short_name} averages gradients, not weights")
+            return
+        names = list(obj.names)
+        for name in names:
+            if any(w in _NOT_WEIGHT_TOKENS for w in tokens(name)):
+                obj.use = Use.NOT_WEIGHTS
+                obj.reasons.append(f"{name} names a loss or metric average")
+                return
+        is_tf = spec is not None and spec.qualname == "tf.train.ExponentialMovingAverage"
+        if is_tf and self._averages_losses(obj):
+            obj.use = Use.NOT_WEIGHTS
+            obj.reasons.append("apply() is given losses or metrics")
+            return
+        for name in names:
+            named = use_from_name(name)
+            if named is not None:
+                obj.use = named
+                obj.reasons.append(f"named {name}")
+                return
+        weight = obj.weight_call
+        if weight is not None and weight.averaging.weight is not None:
+            expr = weight.value(weight.averaging.weight.param)
+            text = self._code(expr).lower() if expr is not None else ""
+            if "tau" in text or "polyak" in text:
+                obj.use = Use.TARGET
+                obj.reasons.append("weighted by tau/polyak")
+                return
+            if "teacher" in text or "momentum_schedule" in text:
+                obj.use = Use.TEACHER
+                obj.reasons.append("weighted by a teacher momentum")
+                return
+        if self._feeds_training_loss(obj):
+            obj.use = Use.TEACHER
+            obj.reasons.append("its output feeds a loss that is backpropagated")
+            return
+        if (
+            spec is not None
+            and spec.default_use != "eval"
+            and any(is_averaged_name(n) for n in names)
+        ):
+            obj.use = Use.EVAL
+            obj.reasons.append("named as an averaged copy")
+            return
+        if spec is not None and spec.default_use == "target":
+            obj.use = Use.TARGET
+        elif spec is not None and spec.default_use == "unknown":
+            obj.use = Use.UNKNOWN
+        else:
+            obj.use = Use.EVAL
+
+    def _averages_losses(self, obj: AveragingObject) -> bool:
+        for update in obj.updates:
+            if isinstance(update, cst.Call):
+                for arg in update.args:
+                    text = self._code(arg.value).lower()
+                    if any(w in text for w in ("loss", "metric", "acc")):
+                        return True
+        return False
+
+    def _feeds_training_loss(self, obj: AveragingObject) -> bool:
+        """The object is called and the output flows into a loss in a function that
+        backpropagates (a teacher), not only into validation code."""
+        for call in self._forward_calls(obj):
+            function = self.index.enclosing(call, cst.FunctionDef)
+            if function is None or not self._backpropagates(function):
+                continue
+            if self._into_loss(call, function):
+                return True
+        return False
+
+    def _forward_calls(self, obj: AveragingObject) -> Iterator[cst.Call]:
+        update_ids = {id(u) for u in obj.updates}
+        for call in self.ctx.nodes(cst.Call):
+            if id(call) in update_ids or id(call) == id(obj.creation):
+                continue
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value in (
+                "forward",
+                "forward_eval",
+                "__call__",
+            ):
+                func = func.value
+            if not isinstance(func, (cst.Name, cst.Attribute)):
+                continue
+            if self._refer(func, 0) is obj:
+                yield call
+
+    def _backpropagates(self, function: cst.FunctionDef) -> bool:
+        if function.name.value in ("training_step", "train_step", "forward_train"):
+            return True
+        for call in self.index.descendants(function, cst.Call):
+            if (
+                isinstance(call, cst.Call)
+                and isinstance(call.func, cst.Attribute)
+                and call.func.attr.value in ("backward", "manual_backward")
+            ):
+                return True
+        return False
+
+    def _into_loss(self, call: cst.Call, function: cst.FunctionDef) -> bool:
+        # Directly an argument of a loss call.
+        for ancestor in self.index.ancestors(call):
+            if ancestor is function:
+                break
+            if isinstance(ancestor, cst.Call) and ancestor is not call:
+                name = dotted_name(ancestor.func) or ""
+                if _LOSS_CALL.search(name):
+                    return True
+        # Assigned to a name that a loss call in the same function reads.
+        statement = self.index.statement(call)
+        assigned: set[str] = set()
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.Assign):
+                    for target in small.targets:
+                        for name in self.index.descendants(target, cst.Name):
+                            assigned.add(name.value)  # type: ignore[attr-defined]
+                        if isinstance(target.target, cst.Name):
+                            assigned.add(target.target.value)
+        if not assigned:
+            return False
+        for other in self.index.descendants(function, cst.Call):
+            if not isinstance(other, cst.Call):
+                continue
+            name = dotted_name(other.func) or ""
+            if not _LOSS_CALL.search(name):
+                continue
+            for arg in other.args:
+                inner = {n.value for n in self.index.descendants(arg, cst.Name)}  # type: ignore[attr-defined]
+                if isinstance(arg.value, cst.Name):
+                    inner.add(arg.value.value)
+                if inner & assigned:
+                    return True
+        return False
+
+    def _code(self, node: cst.CSTNode | None) -> str:
+        return "" if node is None else cst.Module([]).code_for_node(node)

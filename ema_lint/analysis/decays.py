@@ -1,0 +1,282 @@
+"""Every averaging weight set through an API, read the way an expert reads it.
+
+A ``DecaySetting`` is one place where a library's averaging weight is configured (a real or
+virtual call), with everything the value rules need: the value and where it came from, its
+semantics converted to a decay D (weight on the old average), whether a warmup makes it a
+ceiling, the update interval that stretches it, and the averaging object it configures
+(hence its use: evaluation EMA, teacher, target network, not weights).
+
+Horizons are in optimizer steps: an object that averages every k-th step with decay D has
+per-step decay D^(1/k) and a horizon of about k / (1 - D) steps.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from .api_calls import BoundCalls
+from .apis import NOT_NONE, REQUIRED, ApiSpec, BoundCall, Ramp, Role, Side, Weight
+from .averaging import AveragingObject, AveragingObjects, Use
+from .context import FileContext
+from .run_length import RunLength, RunLengths
+from .values import Value, ValueResolver
+
+
+@dataclass(eq=False)
+class DecaySetting:
+    """One configured averaging weight."""
+
+    bound: BoundCall  # the call (or mapping) carrying the weight
+    spec: ApiSpec  # the spec defining the weight's semantics
+    weight: Weight
+    expr: cst.BaseExpression | None  # the argument as written (None: left at its default)
+    value: Value | None  # its resolved value (None: unknown, or left at the default)
+    given: float | None  # the number in the argument's own semantics
+    decay: float | None  # converted to D, the weight on the old average
+    ramp: Ramp | None  # the warmup that applies: the value is a ceiling
+    ramp_unknown: bool  # whether a warmup applies cannot be told statically
+    interval: int  # update interval in steps (spec argument x guard around updates)
+    interval_expr: cst.BaseExpression | None  # the interval argument, if given
+    interval_from_guard: bool  # part of the interval comes from an ``if i % k == 0``
+    obj: AveragingObject | None
+    use: Use
+    # The part of ``interval`` that the library applies itself (its counter still counts
+    # every call, which matters for its warmup).
+    spec_interval: int = 1
+    resolver: ValueResolver | None = field(default=None, repr=False)
+
+    @property
+    def is_default(self) -> bool:
+        """The weight and the interval are the library's own defaults."""
+        weight_default = self.expr is None or (
+            self.given is not None
+            and self.weight.default is not None
+            and math.isclose(self.given, self.weight.default, rel_tol=0, abs_tol=1e-12)
+        )
+        interval_default = not self.interval_from_guard and (
+            self.spec.interval is None or self.interval == self.spec.interval.default
+        )
+        return weight_default and interval_default
+
+    @property
+    def step_decay(self) -> float | None:
+        """The per-optimizer-step decay: D^(1/interval)."""
+        if self.decay is None or not 0.0 < self.decay < 1.0:
+            return self.decay
+        return self.decay ** (1.0 / self.interval)
+
+    def decay_after(self, updates: float) -> float | None:
+        """D after ``updates`` updates: the ramp's value, or the flat decay."""
+        if self.decay is None:
+            return None
+        if self.ramp is None:
+            return self.decay
+        gamma = self._ramp_parameter(self.ramp.gamma)
+        power = self._ramp_parameter(self.ramp.power)
+        if gamma is None or power is None or gamma <= 0:
+            return None
+        try:
+            return self.ramp.decay_at(self.decay, updates, gamma, power)
+        except (ArithmeticError, ValueError):
+            return None
+
+    def _ramp_parameter(self, parameter: tuple[str, float]) -> float | None:
+        name, default = parameter
+        if not name:
+            return default
+        expr = self.bound.value(name)
+        if expr is None:
+            return default if self.bound.is_default(name) else None
+        return self.resolver.number(expr) if self.resolver is not None else None
+
+
+class DecaySettings:
+    """The averaging weights configured in a module, in document order."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.resolver = ctx.get(ValueResolver)
+        self.settings: list[DecaySetting] = []
+        self._by_bound: dict[int, DecaySetting] = {}
+        bound_calls = ctx.get(BoundCalls).calls
+        objects = ctx.get(AveragingObjects) if bound_calls else None
+        for bound in bound_calls:
+            setting = self._setting(bound, objects)
+            if setting is not None:
+                self.settings.append(setting)
+                self._by_bound[id(bound.call)] = setting
+
+    @classmethod
+    def build(cls, ctx: FileContext) -> DecaySettings:
+        return cls(ctx)
+
+    def for_call(self, node: cst.CSTNode) -> DecaySetting | None:
+        return self._by_bound.get(id(node))
+
+    def run_length(self, setting: DecaySetting) -> RunLength | None:
+        """The run length the object of ``setting`` is updated over, when known."""
+        lengths = self.ctx.get(RunLengths)
+        obj = setting.obj
+        updates = list(obj.updates) if obj is not None else []
+        creation = obj.creation if obj is not None else setting.bound.call
+        return lengths.for_updates(updates, creation)
+
+    # Building ----------------------------------------------------------------------------------
+    def _setting(self, bound: BoundCall, objects: AveragingObjects | None) -> DecaySetting | None:
+        spec = bound.averaging
+        weight = spec.weight
+        if weight is None:
+            return None
+        if weight.enabled_when is not None and not self._condition(bound, *weight.enabled_when):
+            return None  # the averaging is off (Keras without use_ema=True)
+        obj = objects.for_call(bound.call) if objects is not None else None
+        if obj is None and spec.role is Role.EMA_AVG_FN:
+            return None
+        use = obj.use if obj is not None else Use.EVAL
+        if spec.role is Role.GRADIENT_EMA:
+            use = Use.NOT_WEIGHTS
+        expr = bound.value(weight.param)
+        value: Value | None = None
+        given: float | None = None
+        if expr is not None:
+            value = self.resolver.resolve(expr)
+            given = value.number if value is not None else None
+        elif bound.is_default(weight.param) and weight.default is not None:
+            given = weight.default
+        decay = None
+        if given is not None:
+            decay = given if weight.side is Side.OLD else 1.0 - given
+        ramp, ramp_unknown = self._ramp(bound, weight)
+        interval, interval_expr, from_guard, spec_interval = self._interval(bound, obj)
+        setting = DecaySetting(
+            bound,
+            spec,
+            weight,
+            expr,
+            value,
+            given,
+            decay,
+            ramp,
+            ramp_unknown,
+            interval,
+            interval_expr,
+            from_guard,
+            obj,
+            use,
+            spec_interval,
+            self.resolver,
+        )
+        return setting
+
+    def _condition(self, bound: BoundCall, param: str, wanted: object) -> bool | None:
+        expr = bound.value(param)
+        if expr is None:
+            if not bound.is_default(param):
+                return None
+            default = bound.averaging.default(param)
+            if default == REQUIRED:
+                return None
+            return (default is not None) if wanted == NOT_NONE else default == wanted
+        value = self.resolver.resolve(expr)
+        if wanted == NOT_NONE:
+            if isinstance(expr, cst.Name) and expr.value == "None":
+                return False
+            return True if value is None else value.value is not None
+        if value is None:
+            return None
+        return value.value == wanted
+
+    def _ramp(self, bound: BoundCall, weight: Weight) -> tuple[Ramp | None, bool]:
+        for ramp in weight.ramps:
+            if ramp.when is None:
+                return ramp, False
+            holds = self._condition(bound, *ramp.when)
+            if holds is None:
+                return None, True
+            if holds:
+                return ramp, False
+        return None, False
+
+    def _interval(
+        self, bound: BoundCall, obj: AveragingObject | None
+    ) -> tuple[int, cst.BaseExpression | None, bool, int]:
+        interval = 1
+        expr: cst.BaseExpression | None = None
+        specs = [bound.averaging]
+        if obj is not None and obj.spec is not None and obj.spec is not bound.averaging:
+            specs.append(obj.spec)
+        owner = obj.bound if obj is not None and obj.bound is not None else bound
+        for spec in specs:
+            if spec.interval is None:
+                continue
+            arg = owner.value(spec.interval.param) or bound.value(spec.interval.param)
+            if arg is None:
+                interval *= spec.interval.default
+                continue
+            number = self.resolver.number(arg)
+            if number is None or number < 1:
+                return 1, arg, False, 1
+            interval *= int(number)
+            expr = arg
+        spec_interval = interval
+        from_guard = False
+        if obj is not None and obj.updates:
+            lengths = self.ctx.get(RunLengths)
+            guards = {lengths.guard_interval(u)[0] for u in obj.updates}
+            if len(guards) == 1:
+                guard = guards.pop()
+                if guard > 1 and not self._steps_under_same_guard(obj, lengths):
+                    interval *= guard
+                    from_guard = True
+        return interval, expr, from_guard, spec_interval
+
+    def _steps_under_same_guard(self, obj: AveragingObject, lengths: RunLengths) -> bool:
+        """The guard around the update also holds the optimizer step (accumulation)."""
+        from .loops import TrainingLoops
+
+        loops = self.ctx.get(TrainingLoops)
+        for update in obj.updates:
+            _, guard = lengths.guard_interval(update)
+            if guard is None:
+                continue
+            for call in self.ctx.index.descendants(guard, cst.Call):
+                if isinstance(call, cst.Call) and loops.steps(call):
+                    return True
+        return False
+
+
+def describe_value(setting: DecaySetting) -> str:
+    """'EMA decay 0.99 (from EMA_DECAY)' / 'EMA momentum 0.9999 (a decay of 0.0001)'."""
+    from .horizon import format_number
+
+    weight = setting.weight
+    given = setting.given
+    if given is None:
+        return f"EMA {weight.param}"
+    what = "EMA " + ("decay ceiling" if setting.ramp is not None else weight.param)
+    if setting.ramp is not None and weight.param != "decay":
+        what = f"EMA {weight.param} (a decay ceiling)"
+    text = f"{what} {format_number(given)}"
+    if weight.side is Side.NEW and setting.decay is not None:
+        text += f" (a decay of {format_number(setting.decay)})"
+    via = setting.value.via if setting.value is not None else ""
+    if via and via != weight.param:
+        text += f" (from {via})"
+    if setting.expr is None:
+        text += " (the library default)"
+    return text
+
+
+def describe_interval(setting: DecaySetting) -> str:
+    """'updated every 10 steps (a per-step decay of 0.99999)', or ''."""
+    from .horizon import format_number
+
+    if setting.interval <= 1 or setting.step_decay is None:
+        return ""
+    return (
+        f" updated every {setting.interval} steps (a per-step decay of "
+        f"{format_number(round(setting.step_decay, 8))})"
+    )

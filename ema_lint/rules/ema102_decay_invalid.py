@@ -1,0 +1,104 @@
+"""EMA102: an averaging weight that cannot be meant."""
+
+from __future__ import annotations
+
+from ..analysis.apis import WEIGHT_TRIGGERS, Side, semantics_table
+from ..analysis.averaging import Use
+from ..analysis.decays import DecaySetting, DecaySettings, describe_value
+from ..analysis.horizon import format_number
+from ..diagnostics import FixAvailability
+from ..rule import Rule
+
+
+class DecayInvalid(Rule):
+    """
+    ## What it finds
+    An averaging weight that cannot be what was meant, read in the semantics of the API
+    it is passed to:
+
+    - outside [0, 1] (most libraries raise, some silently extrapolate);
+    - a decay of exactly 1 (a momentum of exactly 0): the average never moves from the
+      weights it was created with;
+    - for an evaluation EMA or a teacher, a decay below 0.5 (a momentum above 0.5): the
+      "average" is mostly the latest weights.
+
+    Decay-style values given to momentum-style parameters (and the reverse) are
+    EMA103's finding, not this one. RL target networks are only checked for values outside
+    [0, 1]: a ``tau`` of 1 is a hard copy, a legitimate idiom. Values are followed through
+    constants, argparse defaults, dataclass fields and config dicts; a weight the code
+    reassigns after construction (a schedule) is not judged.
+
+    ## Why it hurts training
+    With a decay of 1 the averaged model is the initial (often random) model for the whole
+    run, and evaluating or exporting it reports garbage. With a decay of 0.3 it follows the
+    live weights almost exactly: all the cost of an EMA, none of the smoothing. Values
+    outside [0, 1] make the average diverge.
+
+    ## Example
+    ```python
+    from timm.utils import ModelEmaV2
+
+    ema = ModelEmaV2(model, decay=1.0)
+    ```
+
+    ## Use instead
+    ```python
+    from timm.utils import ModelEmaV2
+
+    ema = ModelEmaV2(model, decay=0.9998)
+    ```
+
+    ## Fix
+    None: the intended value cannot be inferred.
+    """
+
+    code = "EMA102"
+    name = "ema-decay-invalid"
+    summary = "EMA decay that cannot be meant (outside [0, 1], exactly 1, or below 0.5)"
+    fix_availability = FixAvailability.NONE
+    triggers = WEIGHT_TRIGGERS
+    requires = (DecaySettings,)
+
+    @classmethod
+    def documentation(cls) -> str:
+        return (
+            super().documentation()
+            + "\n\n## Semantics of the averaging APIs\n\n"
+            + semantics_table()
+        )
+
+    def finish(self) -> None:
+        for setting in self.ctx.get(DecaySettings).settings:
+            problem = self._problem(setting)
+            if problem is not None and setting.expr is not None:
+                self.report(setting.expr, f"{describe_value(setting)} {problem}")
+
+    @staticmethod
+    def _problem(setting: DecaySetting) -> str | None:
+        if setting.use is Use.NOT_WEIGHTS or setting.expr is None:
+            return None
+        if setting.obj is not None and setting.obj.weight_reassigned:
+            return None
+        given = setting.given
+        if given is None:
+            return None
+        side = setting.weight.side
+        if given < 0.0 or given > 1.0:
+            return "is outside [0, 1]: the average diverges instead of smoothing"
+        if setting.use not in (Use.EVAL, Use.TEACHER):
+            return None
+        decay = given if side is Side.OLD else 1.0 - given
+        if decay == 1.0:
+            return "never moves from the weights it starts with: the average is frozen"
+        if decay == 0.0:
+            return "keeps only the latest weights: nothing is averaged"
+        if decay < 0.5:
+            if side is Side.OLD and given <= 0.01:
+                return None  # a momentum-style value: EMA103
+            if side is Side.NEW and given >= 0.9:
+                return None  # a decay-style value: EMA103
+            return (
+                f"weighs the latest weights by {format_number(round(1 - decay, 6))}: the "
+                "average is mostly the live model; expected a decay close to 1"
+            )
+        return None

@@ -1,0 +1,162 @@
+"""EMA103: a decay given where a momentum is expected, or the reverse."""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+
+import libcst as cst
+
+from ..analysis.apis import WEIGHT_TRIGGERS, Side, semantics_table
+from ..analysis.averaging import Use
+from ..analysis.decays import DecaySetting, DecaySettings
+from ..analysis.horizon import format_number
+from ..diagnostics import Applicability, Edit, Fix, FixAvailability
+from ..rule import Rule
+
+
+def complement_text(text: str) -> str | None:
+    """``1 - x`` written the way ``x`` was: '0.9999' -> '0.0001', '2e-4' -> '0.9998'."""
+    try:
+        value = Decimal(text.replace("_", ""))
+    except InvalidOperation:
+        return None
+    result = Decimal(1) - value
+    if not Decimal(0) < result < Decimal(1):
+        return None
+    out = format(result.normalize(), "f")
+    return out if "." in out else out + ".0"
+
+
+def _needs_parentheses(node: cst.BaseExpression) -> bool:
+    return isinstance(
+        node, (cst.BinaryOperation, cst.BooleanOperation, cst.IfExp, cst.Lambda, cst.NamedExpr)
+    )
+
+
+class DecaySemanticsSwapped(Rule):
+    """
+    ## What it finds
+    A decay-style value (0.9 or more) passed to a parameter that weighs the *new* value,
+    such as mmengine/mmdet/mmyolo ``momentum`` or optax ``step_size``, or a momentum-style
+    value (0.01 or less) passed to a parameter that weighs the *old* average, such as timm
+    or diffusers ``decay``, ema-pytorch ``beta`` or Keras ``ema_momentum`` (which, despite
+    its name, is a decay). The parameter name says nothing reliable about which side it
+    weighs; the rule keys on the API (see the table below). Values are followed through
+    constants, argparse defaults, dataclass fields and config dicts, including mmengine
+    config files.
+
+    ## Why it hurts training
+    ``ExponentialMovingAverage(model, momentum=0.9999)`` keeps 0.01% of the old average at
+    each update: the "average" is the live model, and all the benefit of averaging is gone.
+    ``ModelEmaV2(model, decay=0.0002)`` does the same from the other side. Training runs,
+    the averaged model looks just like the online one, and nobody notices.
+
+    ## Example
+    ```python
+    from mmengine.model import ExponentialMovingAverage
+
+    ema = ExponentialMovingAverage(model, momentum=0.9998)
+    ```
+
+    ## Use instead
+    ```python
+    from mmengine.model import ExponentialMovingAverage
+
+    ema = ExponentialMovingAverage(model, momentum=0.0002)
+    ```
+
+    ## Fix
+    Safe: the value becomes ``1 - value``, keeping the literal's style (``0.9998`` becomes
+    ``0.0002``, ``1 - 2e-4`` becomes ``2e-4``). The literal is edited where it is written
+    (at the call, or where the constant, argparse default or field is defined) when nothing
+    else uses it; otherwise the argument at the call is wrapped as ``1 - value``, so that no
+    other use changes. RL target networks with ``tau=1.0`` (a hard copy) are left alone.
+    """
+
+    code = "EMA103"
+    name = "ema-decay-semantics-swapped"
+    summary = "Decay-style value given to a momentum parameter, or the reverse"
+    fix_availability = FixAvailability.SOMETIMES
+    fix_applicability = Applicability.SAFE
+    triggers = WEIGHT_TRIGGERS
+    requires = (DecaySettings,)
+
+    @classmethod
+    def documentation(cls) -> str:
+        return (
+            super().documentation()
+            + "\n\n## Semantics of the averaging APIs\n\n"
+            + semantics_table()
+        )
+
+    def finish(self) -> None:
+        for setting in self.ctx.get(DecaySettings).settings:
+            if self._swapped(setting):
+                self.report(setting.expr, self._message(setting), self._fix(setting))  # type: ignore[arg-type]
+
+    @staticmethod
+    def _swapped(setting: DecaySetting) -> bool:
+        if setting.expr is None or setting.given is None or setting.use is Use.NOT_WEIGHTS:
+            return False
+        if setting.obj is not None and setting.obj.weight_reassigned:
+            return False
+        given = setting.given
+        if setting.weight.side is Side.NEW:
+            return 0.9 <= given < 1.0
+        return 0.0 < given <= 0.01
+
+    @staticmethod
+    def _message(setting: DecaySetting) -> str:
+        weight = setting.weight
+        given = setting.given
+        assert given is not None
+        via = setting.value.via if setting.value is not None else ""
+        source = f" (from {via})" if via and via != weight.param else ""
+        api = setting.spec.short_name
+        if weight.side is Side.NEW:
+            return (
+                f"{api} {weight.param} {format_number(given)}{source} is the weight on the NEW "
+                f"value, so this keeps only {format_number(round(1 - given, 8))} of the old "
+                f"average per update: averaging is effectively off; a decay of "
+                f"{format_number(given)} is {weight.param}={format_number(round(1 - given, 8))}"
+            )
+        return (
+            f"{api} {weight.param} {format_number(given)}{source} is the weight on the OLD "
+            f"average (a decay), so the average is almost exactly the latest weights; a "
+            f"momentum of {format_number(given)} is {weight.param}="
+            f"{format_number(round(1 - given, 8))}"
+        )
+
+    @staticmethod
+    def _fix(setting: DecaySetting) -> Fix | None:
+        expr = setting.expr
+        value = setting.value
+        assert expr is not None and value is not None
+        title = f"Use 1 - {format_number(setting.given or 0.0)}"
+        # `1 - x` at the call: unwrap.
+        if (
+            isinstance(expr, cst.BinaryOperation)
+            and isinstance(expr.operator, cst.Subtract)
+            and isinstance(expr.left, cst.Integer)
+            and expr.left.value == "1"
+        ):
+            inner = expr.right.with_changes(lpar=[], rpar=[])
+            return Fix.safe(title, Edit.replace(expr, inner))
+        origin = value.origin
+        if isinstance(origin, cst.Float) and (origin is expr or not value.shared):
+            text = complement_text(origin.value)
+            if text is not None:
+                return Fix.safe(title, Edit.replace(origin, cst.Float(text)))
+        # Anything else: wrap the argument at the call, which changes only this call.
+        operand = expr
+        if _needs_parentheses(expr):
+            operand = expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        wrapped = cst.BinaryOperation(
+            cst.Integer("1"),
+            cst.Subtract(
+                whitespace_before=cst.SimpleWhitespace(" "),
+                whitespace_after=cst.SimpleWhitespace(" "),
+            ),
+            operand,
+        )
+        return Fix.safe(title, Edit.replace(expr, wrapped))

@@ -1,0 +1,296 @@
+"""EMA105: the averaged copy kept in float16 or bfloat16."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..analysis.apis import OBJECT_TRIGGERS, semantics_table
+from ..analysis.averaging import AveragingObject, AveragingObjects, Use
+from ..analysis.decays import DecaySettings
+from ..analysis.horizon import format_number
+from ..analysis.names import ImportTable
+from ..analysis.values import Symbol, Value, ValueResolver
+from ..diagnostics import Applicability, Edit, Fix, FixAvailability
+from ..rule import Rule
+
+_HALF = {
+    "torch.float16": "torch.float16",
+    "torch.half": "torch.float16",
+    "torch.bfloat16": "torch.bfloat16",
+    "numpy.float16": "float16",
+    "jax.numpy.float16": "float16",
+    "jax.numpy.bfloat16": "bfloat16",
+    "float16": "float16",
+    "bfloat16": "bfloat16",
+    "fp16": "float16",
+    "bf16": "bfloat16",
+    "half": "float16",
+}
+_CASTS = {"half": "torch.float16", "bfloat16": "torch.bfloat16"}
+
+
+def _half_name(value: Value) -> str | None:
+    raw = value.value
+    if isinstance(raw, Symbol):
+        return _HALF.get(raw.qualname)
+    if isinstance(raw, str):
+        return _HALF.get(raw.lower().replace("torch.", ""))
+    return None
+
+
+class LowPrecisionEma(Rule):
+    """
+    ## What it finds
+    An averaged copy of the weights kept in float16 or bfloat16: a ``.half()`` /
+    ``.bfloat16()`` / ``.to(dtype=...)`` / ``.to(device, torch.float16)`` on the EMA object
+    or its inner model (``ema.module``), a ``dtype=`` argument of the EMA API, or a
+    hand-made shadow copied from a half-precision model (``deepcopy(model.half())``). The
+    dtype is followed through names: ``ema.to(device, dtype=weight_dtype)`` is reported
+    when ``weight_dtype`` is half precision in some runs (the usual
+    ``weight_dtype = torch.float16 if fp16 else ...`` of diffusion fine-tuning scripts).
+
+    Silent for timm ``ModelEmaV3`` in bfloat16 with its default stochastic rounding, which
+    is designed for that, and for a cast that comes after every update of the copy in the
+    module (half precision for export or inference once training is done).
+
+    ## Why it hurts training
+    Each update moves the average by ``(1 - decay) * (weights - average)``: with a decay
+    of 0.9999 that is 1e-4 of the difference. float16 resolves about 1e-3 of a value and
+    bfloat16 about 8e-3, so most updates round to nothing: the average stalls near its
+    initial weights, or moves in coarse, biased jumps. Training runs, and the "EMA" model
+    is silently worse than the live one.
+
+    ## Example
+    ```python
+    import copy
+
+    import torch
+
+    ema_model = copy.deepcopy(model)
+    ema_model.to(device, dtype=torch.float16)
+    ```
+
+    ## Use instead
+    ```python
+    import copy
+
+    import torch
+
+    ema_model = copy.deepcopy(model)
+    ema_model.to(device)
+    ```
+
+    ## Fix
+    Safe where the cast is a separate call on the EMA copy: the cast is removed (the
+    ``dtype`` argument of ``.to(device, dtype=...)``, a ``.half()`` in a chain, or a
+    ``ema.half()`` statement), keeping any device move; the copy stays in the precision it
+    was created in. Otherwise unsafe: the ``dtype=`` argument of the API becomes
+    ``torch.float32``, or the copy of a half-precision model is cast back with ``.float()``.
+    """
+
+    code = "EMA105"
+    name = "ema-low-precision"
+    summary = "Averaged weights kept in float16 or bfloat16, where updates round away"
+    fix_availability = FixAvailability.SOMETIMES
+    fix_applicability = Applicability.SAFE
+    triggers = OBJECT_TRIGGERS
+    requires = (AveragingObjects, ValueResolver)
+
+    def finish(self) -> None:
+        if not self._may_cast():
+            return
+        objects = self.ctx.get(AveragingObjects)
+        if not objects.objects:
+            return
+        self._resolver = self.ctx.get(ValueResolver)
+        for obj in objects.objects:
+            if obj.use is Use.NOT_WEIGHTS:
+                continue
+            self._api_dtype(obj)
+            self._copied_from_half(obj)
+        for call in self.ctx.nodes(cst.Call):
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value in ("half", "bfloat16", "to"):
+                obj = objects.for_expression(func.value)
+                if obj is not None and obj.use is not Use.NOT_WEIGHTS:
+                    self._cast(call, obj)
+
+    @classmethod
+    def documentation(cls) -> str:
+        return (
+            super().documentation()
+            + "\n\n## Semantics of the averaging APIs\n\n"
+            + "The averaged copy is the object of any of these APIs (and hand-made "
+            + "``deepcopy`` shadows); timm ``ModelEmaV3`` takes ``dtype=`` and "
+            + "``stochastic_rounding=`` itself.\n\n"
+            + semantics_table()
+        )
+
+    def _may_cast(self) -> bool:
+        """A cheap look before building the averaging model: any cast or dtype at all."""
+        for call in self.ctx.nodes(cst.Call):
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value in ("half", "bfloat16"):
+                return True
+            if any(a.keyword is not None and a.keyword.value == "dtype" for a in call.args):
+                return True
+            if isinstance(func, cst.Attribute) and func.attr.value == "to" and call.args:
+                return True
+        return False
+
+    # What the dtype is -------------------------------------------------------------------------
+    def _half(self, expr: cst.BaseExpression) -> tuple[str, bool] | None:
+        """The half-precision dtype ``expr`` may be, and whether it always is."""
+        values = self._resolver.possible(expr)
+        halves = [h for h in (_half_name(v) for v in values) if h is not None]
+        if not halves:
+            return None
+        return ("torch.bfloat16" if all("bfloat" in h for h in halves) else halves[0]), len(
+            halves
+        ) == len(values)
+
+    def _stochastic_rounding(self, obj: AveragingObject, dtype: str) -> bool:
+        spec = obj.spec
+        if spec is None or spec.stochastic_rounding is None or "bfloat16" not in dtype:
+            return False
+        bound = obj.bound
+        assert bound is not None
+        expr = bound.value(spec.stochastic_rounding)
+        if expr is None:
+            return bound.is_default(spec.stochastic_rounding)
+        value = self._resolver.resolve(expr)
+        return value is not None and value.value is True
+
+    def _message(self, obj: AveragingObject, dtype: str, always: bool, via: str = "") -> str:
+        decay = self._decay(obj)
+        step = (
+            "(1 - decay) of the difference"
+            if decay is None
+            else (f"{format_number(round(1 - decay, 8))} of the difference")
+        )
+        when = "" if always else " in some runs"
+        source = f" (through {via})" if via else ""
+        return (
+            f"the averaged copy {obj.name} is kept in {dtype.replace('torch.', '')}{when}"
+            f"{source}: each update moves it by {step}, below half precision's resolution, "
+            "so updates round away and the average stalls; keep it in float32"
+        )
+
+    def _decay(self, obj: AveragingObject) -> float | None:
+        if obj.weight_call is None:
+            return None
+        setting = self.ctx.get(DecaySettings).for_call(obj.weight_call.call)
+        return None if setting is None else setting.decay
+
+    # Where the cast is ------------------------------------------------------------------------
+    def _api_dtype(self, obj: AveragingObject) -> None:
+        spec, bound = obj.spec, obj.bound
+        if spec is None or bound is None or spec.dtype is None:
+            return
+        expr = bound.value(spec.dtype)
+        if expr is None:
+            return
+        half = self._half(expr)
+        if half is None or self._stochastic_rounding(obj, half[0]):
+            return
+        fix = None
+        reference = self.ctx.get(ImportTable).local_reference("torch.float32")
+        if reference is not None:
+            fix = Fix.unsafe(
+                "Keep the average in float32",
+                Edit.replace(expr, cst.parse_expression(reference)),
+            )
+        self.report(expr, self._message(obj, *half), fix)
+
+    def _copied_from_half(self, obj: AveragingObject) -> None:
+        """``deepcopy(model.half())``: the copy is made from a half-precision model."""
+        if not obj.hand_made or not isinstance(obj.creation, cst.BaseExpression):
+            return
+        deepcopy = self._deepcopy_call(obj.creation)
+        if deepcopy is None or not deepcopy.args:
+            return
+        link: cst.BaseExpression = obj.creation
+        while isinstance(link, cst.Call) and link is not deepcopy:
+            assert isinstance(link.func, cst.Attribute)
+            if link.func.attr.value in ("float", "double"):
+                return  # cast back to full precision after the copy
+            link = link.func.value
+        inner = deepcopy.args[0].value
+        if not (isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute)):
+            return
+        dtype = self._cast_dtype(inner)
+        if dtype is None:
+            return
+        fix = Fix.unsafe(
+            "Cast the averaged copy back to float32",
+            Edit.replace(
+                deepcopy,
+                cst.Call(cst.Attribute(deepcopy, cst.Name("float"))),
+            ),
+        )
+        self.report(inner, self._message(obj, *dtype), fix)
+
+    def _deepcopy_call(self, node: cst.BaseExpression) -> cst.Call | None:
+        while isinstance(node, cst.Call):
+            func = node.func
+            if isinstance(func, cst.Attribute):
+                node = func.value
+                continue
+            return node
+        return None
+
+    def _cast_dtype(self, call: cst.Call) -> tuple[str, bool] | None:
+        func = call.func
+        assert isinstance(func, cst.Attribute)
+        if func.attr.value in _CASTS:
+            return (_CASTS[func.attr.value], True) if not call.args else None
+        if func.attr.value != "to":
+            return None
+        expr = self._dtype_argument(call)
+        return None if expr is None else self._half(expr)
+
+    def _dtype_argument(self, call: cst.Call) -> cst.BaseExpression | None:
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == "dtype":
+                return arg.value
+        for arg in call.args:
+            if arg.keyword is None and not arg.star and self._half(arg.value) is not None:
+                return arg.value
+        return None
+
+    def _cast(self, call: cst.Call, obj: AveragingObject) -> None:
+        if obj.hand_made and self._deepcopy_call(call) is not None:
+            inner = self._deepcopy_call(call)
+            if inner is not None and any(a.value is call for a in inner.args):
+                return  # deepcopy(model.half()): reported on the copy
+        dtype = self._cast_dtype(call)
+        if dtype is None or self._stochastic_rounding(obj, dtype[0]):
+            return
+        index = self.ctx.index
+        if obj.updates and not any(index.is_before(call, u) for u in obj.updates):
+            return  # cast after the last update: half precision for export or inference
+        func = call.func
+        assert isinstance(func, cst.Attribute)
+        dtype_expr = self._dtype_argument(call) if func.attr.value == "to" else None
+        via = ""
+        if dtype_expr is not None and not isinstance(dtype_expr, cst.Attribute):
+            via = self.ctx.code(dtype_expr)
+        self.report(call, self._message(obj, *dtype, via=via), self._remove_cast(call, dtype_expr))
+
+    def _remove_cast(self, call: cst.Call, dtype_expr: cst.BaseExpression | None) -> Fix | None:
+        func = call.func
+        assert isinstance(func, cst.Attribute)
+        keep = [a for a in call.args if a.value is not dtype_expr]
+        if dtype_expr is not None and keep:
+            last = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            return Fix.safe(
+                "Remove the cast, keep the device move",
+                Edit.replace(call, call.with_changes(args=[*keep[:-1], last])),
+            )
+        parent = self.ctx.parent(call)
+        if isinstance(parent, cst.Expr):
+            line = self.ctx.parent(parent)
+            if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1:
+                return Fix.safe("Remove the cast", Edit.remove(line))
+            return None
+        return Fix.safe("Remove the cast", Edit.replace(call, func.value))

@@ -1,0 +1,185 @@
+"""What each averaging object is, how it is tracked and classified, without any rule."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ema_lint.analysis.averaging import AveragingObjects, Method, Use, is_averaged_name, tokens
+from tests.analysis.helpers import calls_named, context
+
+
+def objects(source: str):
+    ctx = context(source)
+    return ctx, ctx.get(AveragingObjects)
+
+
+def by_name(found: AveragingObjects, name: str):
+    matches = [o for o in found.objects if name in o.names]
+    assert len(matches) == 1, [o.names for o in found.objects]
+    return matches[0]
+
+
+def test_api_objects_tracked_through_self_arguments_and_returns() -> None:
+    ctx, found = objects(
+        """
+from timm.utils import ModelEmaV2
+
+def create_ema(model):
+    return ModelEmaV2(model, decay=0.9998)
+
+def update(ema, model):
+    ema.update(model)
+
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+        self.ema = create_ema(model)
+
+    def step(self):
+        update(self.ema, self.model)
+        self.ema.module.eval()
+        alias = self.ema
+        alias.update(self.model)
+"""
+    )
+    [obj] = found.objects
+    assert obj.kind is Method.EMA and obj.use is Use.EVAL
+    assert obj.spec.short_name == "ModelEmaV2" and not obj.hand_made
+    assert "self.ema" in obj.names and "alias" in obj.names
+    assert cst.Module([]).code_for_node(obj.source) == "model"
+    assert [ctx.code(u) for u in obj.updates] == ["ema.update(model)", "alias.update(self.model)"]
+    [module_eval] = calls_named(ctx, "eval")
+    assert found.for_expression(module_eval.func.value) is obj  # self.ema.module
+
+
+def test_averaged_model_kinds_and_weight_calls() -> None:
+    _, found = objects(
+        """
+from torch.optim import swa_utils as su
+from lightning.pytorch.callbacks import WeightAveraging, StochasticWeightAveraging
+
+fn = su.get_ema_multi_avg_fn(0.999)
+ema = su.AveragedModel(model, multi_avg_fn=fn)
+swa = su.AveragedModel(model)
+swa_fn = su.AveragedModel(model, avg_fn=su.get_swa_avg_fn())
+custom = su.AveragedModel(model, avg_fn=my_average)
+cb = WeightAveraging(avg_fn=su.get_ema_avg_fn(0.99))
+lightning_swa = StochasticWeightAveraging(swa_lrs=1e-2)
+"""
+    )
+    assert by_name(found, "ema").kind is Method.EMA
+    assert by_name(found, "ema").weight_call.spec.short_name == "get_ema_multi_avg_fn"
+    assert by_name(found, "swa").kind is Method.SWA
+    assert by_name(found, "swa_fn").kind is Method.SWA
+    assert by_name(found, "custom").kind is Method.UNKNOWN
+    assert by_name(found, "cb").kind is Method.EMA
+    assert by_name(found, "lightning_swa").kind is Method.SWA
+    # The EMA function is part of its AveragedModel, not an object of its own.
+    assert len(found.objects) == 6
+
+
+def test_hand_made_shadows_by_name_and_by_update() -> None:
+    _, found = objects(
+        """
+import copy
+from copy import deepcopy
+
+model_ema = copy.deepcopy(model).eval()
+backbone = deepcopy(model)
+frozen = deepcopy(model)
+for e, p in zip(frozen.parameters(), model.parameters()):
+    e.data.mul_(0.999).add_(p.data, alpha=0.001)
+shadow = {k: v.clone() for k, v in model.state_dict().items()}
+for k, v in model.state_dict().items():
+    shadow[k] = 0.99 * shadow[k] + 0.01 * v
+"""
+    )
+    names = sorted(n for o in found.objects for n in o.names)
+    assert names == ["frozen", "model_ema", "shadow"]
+    frozen = by_name(found, "frozen")
+    assert frozen.hand_made and len(frozen.inplace) == 1
+    assert frozen.reasons == ["target of an in-place average update"]
+    assert by_name(found, "shadow").inplace
+
+
+def test_uses_teacher_target_and_not_weights() -> None:
+    _, found = objects(
+        """
+import copy
+import optax
+import tensorflow as tf
+import torch.nn.functional as F
+from timm.utils import ModelEmaV2
+from stable_baselines3.common.utils import polyak_update
+
+momentum_encoder = ModelEmaV2(encoder, decay=0.99)
+target_net = copy.deepcopy(q_net)
+grads = optax.ema(0.9)
+loss_avg = tf.train.ExponentialMovingAverage(0.9)
+averages = tf.train.ExponentialMovingAverage(0.9)
+op = averages.apply(losses)
+var_avg = tf.train.ExponentialMovingAverage(0.9999)
+var_op = var_avg.apply(tf.trainable_variables())
+polyak_update(q.parameters(), tq.parameters(), 0.005)
+soft = optax.incremental_update(params, slow_params, 0.01)
+ema_params = optax.incremental_update(params, ema_params, 0.001)
+mean = ModelEmaV2(model, decay=0.999)
+
+
+def training_step(x, y):
+    with torch.no_grad():
+        t = mean(x)
+    loss = F.cross_entropy(model(x), y) + consistency(model(x), t)
+    loss.backward()
+
+
+def validate(x, y):
+    plain = ModelEmaV2(model)
+    return F.cross_entropy(plain(x), y)
+"""
+    )
+    assert by_name(found, "momentum_encoder").use is Use.TEACHER
+    assert by_name(found, "target_net").use is Use.TARGET
+    assert by_name(found, "grads").use is Use.NOT_WEIGHTS
+    assert by_name(found, "loss_avg").use is Use.NOT_WEIGHTS
+    assert by_name(found, "averages").use is Use.NOT_WEIGHTS
+    assert by_name(found, "var_avg").use is Use.EVAL
+    polyak = [o for o in found.objects if o.spec and o.spec.short_name == "polyak_update"]
+    assert polyak[0].use is Use.TARGET
+    assert by_name(found, "slow_params").use is Use.UNKNOWN
+    assert by_name(found, "ema_params").use is Use.EVAL
+    assert by_name(found, "mean").use is Use.TEACHER
+    assert by_name(found, "plain").use is Use.EVAL
+
+
+def test_weight_reassigned_and_keras_switch() -> None:
+    _, found = objects(
+        """
+import keras
+from ema_pytorch import EMA
+
+ema = EMA(model, beta=0.99)
+ema.beta = schedule[0]
+on = keras.optimizers.Adam(use_ema=True)
+off = keras.optimizers.Adam(ema_momentum=0.5)
+"""
+    )
+    assert by_name(found, "ema").weight_reassigned
+    assert [o.names for o in found.objects if o.spec.library == "Keras"] == [["on"]]
+
+
+def test_mapping_objects_and_hook_targets() -> None:
+    _, found = objects(
+        "custom_hooks = [dict(type='EMAHook', ema_type='ExpMomentumEMA', momentum=1e-4)]\n"
+        "swa = dict(type='EMAHook', ema_type='StochasticWeightAverage')\n"
+    )
+    ema, swa = found.objects
+    assert ema.virtual and ema.spec.qualname == "mmdet.models.layers.ExpMomentumEMA"
+    assert swa.kind is Method.SWA
+
+
+def test_name_tokens() -> None:
+    assert tokens("self.modelEMA") == ["model", "ema"]
+    assert is_averaged_name("model_ema") and is_averaged_name("ema") and is_averaged_name("avg_net")
+    assert is_averaged_name("momentum_encoder") and is_averaged_name("target_q")
+    assert not is_averaged_name("schema") and not is_averaged_name("cinema_model")

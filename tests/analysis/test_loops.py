@@ -1,0 +1,243 @@
+"""The training-loop model, without any rule."""
+
+from __future__ import annotations
+
+import libcst as cst
+import pytest
+
+from ema_lint.analysis.context import FileContext
+from ema_lint.analysis.loops import TrainingLoops
+
+
+def model(source: str) -> tuple[TrainingLoops, FileContext]:
+    ctx = FileContext(cst.parse_module(source), "t.py")
+    return ctx.get(TrainingLoops), ctx
+
+
+def call(ctx: FileContext, text: str, nth: int = 0) -> cst.Call:
+    found = [c for c in ctx.nodes(cst.Call) if ctx.module.code_for_node(c) == text]
+    assert found, text
+    return found[nth]
+
+
+ACCUMULATION = """
+def train(model, loader, optimizer, ema, accum_steps):
+    for epoch in range(10):
+        for i, (x, y) in enumerate(loader):
+            loss = model(x).sum() / accum_steps
+            loss.backward()
+            if (i + 1) % accum_steps == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+                ema.update(model)
+            ema.update_parameters(model)
+"""
+
+
+def test_update_outside_the_accumulation_guard_runs_per_micro_batch() -> None:
+    loops, ctx = model(ACCUMULATION)
+    assert len(loops.train_loops) == 2  # the epoch loop trains too
+    assert len(loops.step_loops) == 1
+    outside = loops.runs_per_micro_batch(call(ctx, "ema.update_parameters(model)"))
+    assert outside is not None and outside.kind == "guard"
+    assert loops.runs_per_micro_batch(call(ctx, "ema.update(model)")) is None
+
+
+def test_loop_structure_queries() -> None:
+    loops, ctx = model(ACCUMULATION)
+    [inner] = loops.step_loops
+    outer = loops.epoch_loop(inner)
+    assert isinstance(outer, cst.For) and outer is not inner
+    iterable = loops.loop_iterable(inner)
+    assert isinstance(iterable, cst.Name) and iterable.value == "loader"
+    [step] = loops.step_anchors(inner)
+    assert ctx.module.code_for_node(step) == "optimizer.step()"
+
+
+def test_no_accumulation_means_no_finding() -> None:
+    loops, ctx = model(
+        "def train(model, loader, opt, ema):\n"
+        "    for x in loader:\n"
+        "        model(x).sum().backward()\n"
+        "        opt.step()\n"
+        "        ema.update(model)\n"
+    )
+    assert loops.runs_per_micro_batch(call(ctx, "ema.update(model)")) is None
+
+
+SPLIT = """
+class Trainer:
+    def optimizer_step(self):
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad()
+        if self.ema:
+            self.ema.update(self.model)
+
+    def train_one_epoch(self, loader):
+        for i, batch in enumerate(loader):
+            loss = self.model(batch)
+            self.scaler.scale(loss).backward()
+            if i - self.last_opt_step >= self.accumulate:
+                self.optimizer_step()
+                self.last_opt_step = i
+            self.log_ema()
+
+    def log_ema(self):
+        self.ema.update(self.model)
+"""
+
+
+def test_steps_split_across_methods() -> None:
+    loops, ctx = model(SPLIT)
+    assert len(loops.train_loops) == 1
+    inside_helper = call(ctx, "self.ema.update(self.model)", 0)
+    through_other_method = call(ctx, "self.ema.update(self.model)", 1)
+    assert loops.runs_per_micro_batch(inside_helper) is None
+    finding = loops.runs_per_micro_batch(through_other_method)
+    assert finding is not None and finding.kind == "guard"
+    assert ctx.module.code_for_node(finding.anchor.node) == "self.log_ema()"
+
+
+ACCELERATE = """
+def train(accelerator, model, loader, optimizer, ema_unet, ema_vae):
+    for batch in loader:
+        with accelerator.accumulate(model):
+            loss = model(batch)
+            accelerator.backward(loss)
+            optimizer.step()
+            optimizer.zero_grad()
+            ema_vae.step(model.parameters())
+        if accelerator.sync_gradients:
+            ema_unet.step(model.parameters())
+"""
+
+
+def test_accelerate_accumulate_needs_sync_gradients() -> None:
+    loops, ctx = model(ACCELERATE)
+    bad = loops.runs_per_micro_batch(call(ctx, "ema_vae.step(model.parameters())"))
+    assert bad is not None and bad.kind == "accumulate"
+    assert loops.runs_per_micro_batch(call(ctx, "ema_unet.step(model.parameters())")) is None
+
+
+def test_ema_step_is_not_an_optimizer_step() -> None:
+    loops, ctx = model(ACCELERATE)
+    assert not loops.is_step_call(call(ctx, "ema_unet.step(model.parameters())"))
+    assert loops.is_step_call(call(ctx, "optimizer.step()"))
+
+
+TOOK_STEP = """
+class TrainLoop:
+    def run_loop(self):
+        while True:
+            batch = next(self.data)
+            self.forward_backward(batch)
+            took_step = self.optimize()
+            if took_step:
+                self._update_ema()
+
+    def forward_backward(self, batch):
+        for micro in batch:
+            loss = self.model(micro)
+            loss.backward()
+
+    def optimize(self):
+        return self.mp_trainer.optimizer_step(self.opt)
+
+    def _update_ema(self):
+        for rate, params in zip(self.ema_rate, self.ema_params):
+            update_ema(params, self.master_params, rate=rate)
+"""
+
+
+def test_took_step_guard_and_micro_batches_in_a_helper() -> None:
+    loops, ctx = model(TOOK_STEP.replace("self.mp_trainer.optimizer_step", "self.opt.step"))
+    assert len(loops.train_loops) == 1
+    update = call(ctx, "update_ema(params, self.master_params, rate=rate)")
+    assert loops.runs_per_micro_batch(update) is None
+
+
+def test_inner_micro_batch_loop() -> None:
+    loops, ctx = model(
+        "def train(model, loader, opt, ema):\n"
+        "    for batch in loader:\n"
+        "        for micro in batch.split(4):\n"
+        "            model(micro).sum().backward()\n"
+        "            ema.update(model)\n"
+        "        opt.step()\n"
+    )
+    finding = loops.runs_per_micro_batch(call(ctx, "ema.update(model)"))
+    assert finding is not None and finding.kind == "loop"
+
+
+def test_non_accumulation_branches_are_not_guards() -> None:
+    loops, ctx = model(
+        "def train(model, loader, optimizer, scaler, ema):\n"
+        "    for x in loader:\n"
+        "        loss = model(x)\n"
+        "        loss.backward()\n"
+        "        if scaler is not None:\n"
+        "            scaler.step(optimizer)\n"
+        "        else:\n"
+        "            optimizer.step()\n"
+        "        ema.update(model)\n"
+    )
+    assert loops.runs_per_micro_batch(call(ctx, "ema.update(model)")) is None
+
+
+def test_not_a_training_loop_without_backward() -> None:
+    loops, _ = model("for x in loader:\n    optimizer.step()\n")
+    assert loops.train_loops == []
+
+
+VALIDATION = """
+import torch
+from torch import no_grad as ng
+
+
+def evaluate(net, loader):
+    return sum(net(x) for x in loader)
+
+
+def run(model, ema, train_loader, val_loader):
+    for x in val_loader:
+        ema(x)
+    with torch.no_grad():
+        ema(1)
+    with ng():
+        ema(2)
+    with torch.set_grad_enabled(True):
+        ema(3)
+    ema(4)
+
+
+@torch.inference_mode()
+def predict_all(net):
+    net(5)
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("net(x)", True),
+        ("ema(x)", True),
+        ("ema(1)", True),
+        ("ema(2)", True),
+        ("ema(3)", False),
+        ("ema(4)", False),
+        ("net(5)", True),
+    ],
+)
+def test_validation_contexts(text: str, expected: bool) -> None:
+    loops, ctx = model(VALIDATION)
+    assert loops.is_validation_context(call(ctx, text)) is expected
+
+
+def test_validation_function_names() -> None:
+    loops, _ = model(
+        "def validate(m): pass\ndef evaluate_ema(m): pass\ndef run_eval(m): pass\n"
+        "def test_something(): pass\ndef train(m): pass\ndef latest(m): pass\n"
+    )
+    names = {fn.name.value for fn in loops.functions if loops.is_validation_function(fn)}
+    assert names == {"validate", "evaluate_ema", "run_eval"}
