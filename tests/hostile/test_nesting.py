@@ -99,7 +99,7 @@ def test_the_limits_are_cpython_s_for_brackets_and_indentation() -> None:
     "source",
     [
         "x = [" + ", ".join(str(-i) + ".5" for i in range(20000)) + "]\n",
-        "y = " + " + ".join(f"{i}.5 * x ** {i} * z" for i in range(400)) + "\n",
+        "y = " + " + ".join(f"{i}.5 * x ** {i} * z" for i in range(200)) + "\n",
         "f(" + ", ".join(f"a{i}.b.c(d)[e]" for i in range(3000)) + ")\n",
         "help = (\n" + "".join(f"    'line {i} '\n" for i in range(300)) + ")\n",
         "if a:\n    pass\n" + "elif b:\n    pass\n" * 200 + "else:\n    pass\n",
@@ -132,8 +132,9 @@ def _settings(unsafe: bool = True) -> engine.FileSettings:
 
 
 def test_nesting_past_the_recursion_limit_is_ema901_not_a_traceback() -> None:
-    # Passes the guard, parses, but generating positions exceeds Python's recursion limit.
-    source = HEADER + "x = " + "-" * 900 + "1\n" + FINDING
+    # The estimate (chains by precedence) undercounts a long product inside a long sum: this
+    # passes the guard and parses, but generating positions exceeds the recursion limit.
+    source = HEADER + "x = " + " * ".join(["a"] * 300) + " + b" * 300 + "\n" + FINDING
     assert limits.check(source) is None
     found = engine.lint(source, "deep.py", _settings())
     assert [(d.code, d.message) for d in found] == [
@@ -146,7 +147,8 @@ def test_nesting_past_the_recursion_limit_is_ema901_not_a_traceback() -> None:
 
 def test_a_fix_too_deep_to_apply_is_ema903_and_the_file_is_unchanged() -> None:
     # Positions can be generated, but the fixer cannot descend to the decay literal.
-    source = HEADER + "x = ModelEmaV2(m, decay=0.99)" + " + a" * 420 + "\n"
+    source = HEADER + "x = ModelEmaV2(m, decay=0.99)" + " * a" * 200 + " + b" * 220 + "\n"
+    assert limits.check(source) is None
     assert [d.code for d in engine.lint(source, "deep.py", _settings())] == ["EMA101"]
     outcome = engine.fix(source, "deep.py", _settings())
     assert outcome.fixed == source
