@@ -40,6 +40,31 @@ class _Applier(cst.CSTTransformer):
                 self.after.setdefault(key, []).extend(edit.statements)
             self.on_path.add(key)
             self.on_path.update(id(a) for a in index.ancestors(edit.target))
+        # Comments above a removed statement are about the code, not about that statement
+        # alone: they move to the next statement kept in the block (or to its footer).
+        self.carry: dict[int, list[cst.EmptyLine]] = {}
+        self.footer: dict[int, list[cst.EmptyLine]] = {}
+        for edit in edits:
+            if edit.kind is EditKind.REMOVE and edit.target is not None:
+                self._carry_comments(edit.target, index)
+
+    def _carry_comments(self, statement: cst.CSTNode, index: ModuleIndex) -> None:
+        lines = list(getattr(statement, "leading_lines", ()))
+        if not any(line.comment is not None for line in lines):
+            return
+        parent = index.parent(statement)
+        body = getattr(parent, "body", None)
+        if parent is None or not isinstance(body, (list, tuple)):
+            return
+        following = False
+        for sibling in body:
+            if sibling is statement:
+                following = True
+            elif following and id(sibling) not in self.remove:
+                self.carry.setdefault(id(sibling), []).extend(lines)
+                self.on_path.add(id(sibling))
+                return
+        self.footer.setdefault(id(parent), []).extend(lines)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         key = id(node)
@@ -53,6 +78,12 @@ class _Applier(cst.CSTTransformer):
         if key in self.remove:
             return cst.RemovalSentinel.REMOVE
         result = self.replace.get(key, updated_node)
+        carried = self.carry.get(key)
+        if carried and isinstance(result, cst.CSTNode) and hasattr(result, "leading_lines"):
+            result = result.with_changes(leading_lines=[*carried, *result.leading_lines])
+        footer = self.footer.get(key)
+        if footer and isinstance(result, (cst.IndentedBlock, cst.Module)):
+            result = result.with_changes(footer=[*footer, *result.footer])
         if isinstance(result, cst.IndentedBlock) and not result.body:
             result = result.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
         before = self.before.get(key)
