@@ -24,7 +24,7 @@ import libcst as cst
 from . import limits
 from .analysis.context import FileContext
 from .analysis.index import ModuleIndex
-from .diagnostics import Applicability, Diagnostic, Fix, Position
+from .diagnostics import Applicability, Diagnostic, Fix, Position, TextEdit
 from .fixer import apply_fixes, fix_span, keep_original_lines, text_edit
 from .noqa import NoqaFilter, file_is_suppressed
 from .positions import LineIndex, PositionTable
@@ -294,7 +294,7 @@ def _place(
             wanted.append(statement)
         if report.fix is not None:
             wanted.extend(e.target for e in report.fix.edits if e.target is not None)
-    positions = PositionTable(ctx.module, wanted)
+    positions = PositionTable(ctx.module, wanted, _source_text(analysis.data, ctx.module))
     analysis.positions = positions
     noqa = NoqaFilter(positions.lines) if settings.noqa else None
     result: list[Diagnostic] = []
@@ -480,7 +480,20 @@ def attach_text_edits(analysis: Analysis) -> None:
         except Exception:
             continue
         edit = text_edit(old_text, new_text, lines)
+        if edit is not None:
+            in_source = analysis.positions.in_source
+            edit = TextEdit(in_source(edit.start), in_source(edit.end), edit.content)
         diagnostic.text_edits = () if edit is None else (edit,)
+
+
+def _source_text(data: bytes | str, module: cst.Module) -> str | None:
+    """The source as text, as libcst read it (its encoding, without a BOM)."""
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode(module.encoding)
+    except (UnicodeDecodeError, LookupError):
+        return None
 
 
 def source_lines(data: bytes | str) -> LineIndex:

@@ -233,7 +233,8 @@ def keep_original_lines(original: bytes | str, before: bytes | str, after: bytes
     the fixed one. libcst does not reproduce every file byte for byte: it drops a form feed
     before a statement and a lone carriage return ending the file. Writing ``after`` as is
     would change those lines too, far from any finding, so the lines that ``before`` and
-    ``after`` share are copied from the original instead. Returns None when the lines of
+    ``after`` share are copied from the original instead, and a changed line keeps what
+    libcst dropped at its start. Returns None when the lines of
     ``original`` and ``before`` cannot be matched one to one (then nothing is written).
     """
     if before == original:
@@ -250,7 +251,15 @@ def keep_original_lines(original: bytes | str, before: bytes | str, after: bytes
     pieces = []
     matcher = difflib.SequenceMatcher(None, generated, new, autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        pieces.extend(old[i1:i2] if tag == "equal" else new[j1:j2])
+        if tag == "equal":
+            pieces.extend(old[i1:i2])
+        elif tag == "replace" and i2 - i1 == j2 - j1:
+            # A line the fix changed keeps what libcst dropped at its start (a form feed).
+            for mine, theirs, fixed in zip(generated[i1:i2], old[i1:i2], new[j1:j2], strict=True):
+                kept = theirs[: len(theirs) - len(mine)] if theirs.endswith(mine) else theirs[:0]
+                pieces.append(kept + fixed)
+        else:
+            pieces.extend(new[j1:j2])
     joined = original[:0].join(pieces)
     if tail and joined.endswith(cr):
         return joined  # the fix ended the file with its own line ending

@@ -91,3 +91,20 @@ def test_removing_a_statement_keeps_the_comments_above_it(source: str, expected:
 def test_lines_libcst_does_not_reproduce_are_kept(source: str) -> None:
     """libcst drops a lone CR ending the file and a form feed before a statement."""
     assert _fix(source, BumpsLiteral) == source.replace("0.99", "0.999")
+
+
+def test_positions_and_text_edits_are_those_of_the_original_text() -> None:
+    """libcst drops the form feed; columns and JSON/SARIF edits must not shift with it."""
+    source = "a = 1\n\x0cb = 0.99\n"
+    settings = engine.FileSettings(rules=(BumpsLiteral,))
+    analysis = engine.analyze(source, "t.py", settings)
+    [diagnostic] = analysis.diagnostics
+    assert (diagnostic.line, diagnostic.column) == (2, 6)  # the form feed is column 1
+    engine.attach_text_edits(analysis)
+    [edit] = diagnostic.text_edits or ()
+    lines = source.split("\n")
+    line = lines[edit.start.line - 1]
+    lines[edit.start.line - 1] = (
+        line[: edit.start.column - 1] + edit.content + line[edit.end.column - 1 :]
+    )
+    assert "\n".join(lines) == _fix(source, BumpsLiteral)

@@ -108,6 +108,8 @@ def _check_each_fix(
     lines = table.lines
     before = module.bytes
     header = _import_block_lines(module, table)
+    engine.attach_text_edits(analysis)  # the fixes as JSON and SARIF output show them
+    original_text = engine.source_lines(data).text
     allowed_by_fix = []
     for diagnostic in fixable:
         rule = registry.by_code()[diagnostic.code]
@@ -145,8 +147,23 @@ def _check_each_fix(
         except cst.ParserSyntaxError as error:  # pragma: no cover - the failure message
             raise AssertionError(f"{diagnostic.code}'s fix alone does not parse") from error
         _assert_within(data, alone, allowed, f"{diagnostic.code}'s fix (line {diagnostic.line})")
+        _assert_text_edits(original_text, diagnostic, engine.source_lines(alone).text)
         allowed_by_fix.append(allowed)
     return allowed_by_fix
+
+
+def _assert_text_edits(original: str, diagnostic: Diagnostic, fixed: str) -> None:
+    """Applying the fix's text edits to the original gives the fixed text (editors and
+    machine-readable output rely on them)."""
+    edits = diagnostic.text_edits
+    assert edits is not None, f"{diagnostic.code}: no text edits"
+    lines = LineIndex(original)
+    text = original
+    for edit in sorted(edits, key=lambda e: (e.start.line, e.start.column), reverse=True):
+        start = lines.starts[edit.start.line - 1] + edit.start.column - 1
+        end = lines.starts[edit.end.line - 1] + edit.end.column - 1
+        text = text[:start] + edit.content + text[end:]
+    assert text == fixed, f"{diagnostic.code}'s text edits do not reproduce its fix"
 
 
 def _holding_statement(
