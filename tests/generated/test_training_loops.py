@@ -12,7 +12,7 @@ terminal summary.
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from ema_lint.prefilter import PreFilter
@@ -28,13 +28,20 @@ UNSAFE = file_settings(unsafe=True)
 
 @st.composite
 def scripts(draw) -> Script:
-    plan = draw(plans())
+    """A plan, then for each slot its clean variant or one of its bugs. The bug is chosen
+    first and the plan must suit it, so that every injector is drawn about as often."""
+    choices = {}
     for slot in SLOTS:
-        bugs = [i for i in INJECTORS if i.slot == slot and i.when(plan)]
-        cleans = [c for c in CLEAN if c.slot == slot and c.when(plan)]
-        if bugs and draw(st.booleans(), label=f"{slot}: bug?"):
-            draw(st.sampled_from(bugs), label=f"{slot}: bug").apply(plan, draw)
+        bugs = [i for i in INJECTORS if i.slot == slot]
+        if draw(st.booleans(), label=f"{slot}: bug?"):
+            choices[slot] = draw(st.sampled_from(bugs), label=f"{slot}: bug")
+    plan = draw(plans())
+    assume(all(injector.when(plan) for injector in choices.values()))
+    for slot in SLOTS:
+        if slot in choices:
+            choices[slot].apply(plan, draw)
         else:
+            cleans = [c for c in CLEAN if c.slot == slot and c.when(plan)]
             draw(st.sampled_from(cleans), label=f"{slot}: clean").apply(plan, draw)
     return render(plan)
 
