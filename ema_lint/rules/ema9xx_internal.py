@@ -17,7 +17,10 @@ class UnparseableFile(InternalRule):
     """
     ## What it finds
     A file that ema-lint could not read as Python: a syntax error, bytes that are not valid
-    text in the file's declared encoding, or nesting deeper than the parser can follow.
+    text in the file's declared encoding (a NUL byte: a binary file), or nesting deeper than
+    the parser can follow (more than 200 nested brackets or 100 levels of indentation, as
+    in CPython, or expressions chained hundreds of operators deep). Files over 2 MB are not
+    parsed either: they are generated code or data, and would take minutes.
 
     ## Why it matters
     Nothing in the file was checked, so any averaging bug in it goes unseen. The message
@@ -34,7 +37,8 @@ class UnparseableFile(InternalRule):
     ```
 
     ## Fix
-    None: fix the syntax error; the file is then checked on the next run.
+    None: fix the syntax error; the file is then checked on the next run. A generated file
+    can be excluded (`extend-exclude`) or its EMA901 ignored (`per-file-ignores`).
     """
 
     code = "EMA901"
