@@ -12,6 +12,7 @@ from __future__ import annotations
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from ema_lint import engine
 from tests.fixture_cases import all_cases, settings_for
 from tests.profiles import examples
 from tests.properties import mutations
@@ -21,15 +22,11 @@ CASES = [case for case in all_cases() if case.rule_code != "EMA901"]
 
 
 def _findings(data: bytes, case, unsafe: bool) -> list[tuple[str, int, str]]:
-    from ema_lint import engine
-
     found = engine.lint(data, str(case.path), settings_for(case.path, unsafe=unsafe))
     return sorted((d.code, d.line, d.message) for d in found)
 
 
 def _fixed(data: bytes, case, unsafe: bool) -> bytes:
-    from ema_lint import engine
-
     outcome = engine.fix(data, str(case.path), settings_for(case.path, unsafe=unsafe))
     assert isinstance(outcome.fixed, bytes)
     return outcome.fixed
