@@ -18,8 +18,10 @@ from typing import TextIO
 
 from . import registry
 from ._version import __version__
+from .cache import DIR_NAME, ENV_VAR, Cache, default_dir
 from .config import ConfigError, Overrides, Settings, parse_rule_option
 from .docs import fix_summary, render
+from .pool import available_cpus
 from .reporters import RunResult, renderers
 from .rule import OptionError, rule_options_from
 from .runner import Mode, collect, process_source, run
@@ -96,6 +98,25 @@ def build_parser() -> argparse.ArgumentParser:
     files.add_argument("--config", type=Path, help="use this configuration file only")
     files.add_argument("--isolated", action="store_true", help="ignore configuration files")
     files.add_argument("--no-prefilter", action="store_true", help=argparse.SUPPRESS)
+    speed = check.add_argument_group("speed")
+    speed.add_argument(
+        "-j",
+        "--jobs",
+        type=_jobs,
+        default=None,
+        metavar="N",
+        help="processes to check files with (default: the CPUs available)",
+    )
+    speed.add_argument(
+        "--no-cache", action="store_true", help="neither read nor write the results cache"
+    )
+    speed.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help=f"where to keep the cache (default: ${ENV_VAR}, else {DIR_NAME}/ in the project)",
+    )
     output = check.add_argument_group("output")
     output.add_argument(
         "--output-format",
@@ -113,6 +134,27 @@ def build_parser() -> argparse.ArgumentParser:
     explain = sub.add_parser("explain", help="show a rule's documentation")
     explain.add_argument("rule", help="a code (EMA101) or name (ema-decay-out-of-range)")
     return parser
+
+
+def _jobs(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of processes, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1 process, got {value}")
+    return value
+
+
+def _cache(args: argparse.Namespace, settings: Settings) -> Cache | None:
+    """The results cache of this run, in the project that holds the current directory."""
+    if args.no_cache:
+        return None
+    if args.cache_dir is not None:
+        return Cache(args.cache_dir)
+    config = settings.config_for(Path.cwd())
+    root = config.path.parent if config.path is not None else Path.cwd()
+    return Cache(default_dir(root))
 
 
 def _normalize_argv(argv: Sequence[str]) -> list[str]:
@@ -218,7 +260,14 @@ def _check(
         _report(result, args, stdout, color)
         return _exit_code(result, args, False)
 
-    result, outcomes = run(paths, settings, mode, force_exclude=args.force_exclude)
+    result, outcomes = run(
+        paths,
+        settings,
+        mode,
+        force_exclude=args.force_exclude,
+        jobs=args.jobs or available_cpus(),
+        cache=_cache(args, settings),
+    )
     if args.unsafe_fixes is None and outcomes:
         # The configuration file may turn unsafe fixes on.
         unsafe = any(settings.for_file(Path(o.path)).unsafe_fixes for o in outcomes[:1])

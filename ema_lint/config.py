@@ -228,6 +228,7 @@ class Settings:
         self.errors: list[str] = []
         self._fixed: ConfigFile | None = None
         self._by_dir: dict[Path, ConfigFile] = {}
+        self._by_spelling: dict[str, ConfigFile] = {}
         self._by_file: dict[Path, ConfigFile] = {}
         self._file_settings: dict[tuple[Path | None, tuple[str, ...]], FileSettings] = {}
         self._validate_overrides()
@@ -250,9 +251,15 @@ class Settings:
         if self._fixed is not None:
             return self._fixed
         directory = path if path.is_dir() else path.parent
-        directory = directory.resolve() if str(directory) else Path.cwd()
+        # Resolving costs a system call per folder: once per folder as spelled is enough.
+        spelled = str(directory)
+        found = self._by_spelling.get(spelled)
+        if found is not None:
+            return found
+        directory = directory.resolve() if spelled else Path.cwd()
         found = self._by_dir.get(directory)
         if found is not None:
+            self._by_spelling[spelled] = found
             return found
         config_file = find_config_file(directory)
         if config_file is None:
@@ -267,6 +274,7 @@ class Settings:
                 config = ConfigFile(path=config_file, root=config_file.parent.resolve())
             self._by_file[config_file] = config
         self._by_dir[directory] = config
+        self._by_spelling[spelled] = config
         return config
 
     def check_config(self, paths: Sequence[Path]) -> None:
@@ -285,14 +293,20 @@ class Settings:
         else:
             patterns = list(DEFAULT_EXCLUDES)
         patterns += config.extend_exclude + o.extend_exclude
-        relative = _relative(path, config.root)
-        return any(_matches(p, relative, path.name) for p in patterns)
+        # Resolving the path costs a system call per folder: only patterns with a "/" need it.
+        relative, name = "", path.name
+        for pattern in patterns:
+            if not relative and "/" in pattern.rstrip("/"):
+                relative = _relative(path, config.root)
+            if _matches(pattern, relative, name):
+                return True
+        return False
 
     # Rules ----------------------------------------------------------------------------------
     def for_file(self, path: Path | None) -> FileSettings:
         config = self.config_for(path) if path is not None else (self._fixed or ConfigFile())
         ignored_here: list[str] = []
-        if path is not None:
+        if path is not None and (config.per_file_ignores or self.overrides.per_file_ignores):
             relative = _relative(path, config.root)
             for source in (config.per_file_ignores, self.overrides.per_file_ignores):
                 for pattern, codes in source.items():

@@ -5,7 +5,8 @@ when printing), so the column here is ema-lint's 1-based column minus one. Suppr
 flake8's job (``# noqa``), so the engine runs with noqa off; selection by flake8's
 ``--select`` happens after. The plugin reads the same configuration file as the command
 (``[tool.ema-lint]`` / ``ema-lint.toml``); its flags (``--<rule-name>-<option>``) and
-``--ema-lint-config`` win over it. Files that name no averaging API cost a byte scan only.
+``--ema-lint-config`` win over it. Files that hold no trigger of any rule (the union
+``PreFilter.default()``) cost one scan of their text and nothing else.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, ClassVar
 from . import engine, registry
 from ._version import __version__
 from .config import ConfigError, Overrides, Settings
+from .prefilter import PreFilter
 from .rule import OptionError
 
 
@@ -34,6 +36,9 @@ class EmaLintChecker:
     version = __version__
 
     _settings: ClassVar[Settings | None] = None
+    # False when flake8's selection (--select, --ignore, ...) reports no EMA code: then
+    # the plugin, which flake8 runs on every file anyway, has nothing to do.
+    _selected: ClassVar[bool] = True
     _reported_errors: ClassVar[set[str]] = set()
 
     def __init__(self, tree: ast.AST, filename: str, lines: list[str]) -> None:
@@ -63,6 +68,7 @@ class EmaLintChecker:
 
     @classmethod
     def parse_options(cls, options: Any) -> None:
+        cls._selected = _any_code_selected(options)
         rule_options: dict[str, dict[str, Any]] = {}
         for rule in registry.all_rules():
             for option in rule.options:
@@ -87,6 +93,14 @@ class EmaLintChecker:
         return cls._settings
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
+        # flake8 runs every installed plugin on every file, selected or not: when no EMA
+        # code can be reported this costs nothing, and a file that names nothing any rule
+        # looks for costs one scan of its text.
+        if not self._selected:
+            return
+        source = "".join(self.lines)
+        if not PreFilter.default().matches(source):
+            return
         settings = self._get_settings()
         path = Path(self.filename) if self.filename not in ("stdin", "-") else None
         file_settings = settings.for_file(path)
@@ -96,6 +110,18 @@ class EmaLintChecker:
                 import sys
 
                 sys.stderr.write(f"ema-lint: error: {error}\n")
-        source = "".join(self.lines)
         for d in engine.lint(source, self.filename, file_settings):
             yield d.line, d.column - 1, f"{d.code} {d.message}", type(self)
+
+
+def _any_code_selected(options: Any) -> bool:
+    """Would flake8, with these options, report any EMA code? (Unsure: yes.)"""
+    try:
+        from flake8.style_guide import Decision, DecisionEngine
+
+        decide = DecisionEngine(options)
+        return any(
+            decide.decision_for(rule.code) is Decision.Selected for rule in registry.all_rules()
+        )
+    except Exception:  # another flake8 version, options built by hand: stay on
+        return True

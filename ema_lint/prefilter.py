@@ -1,44 +1,288 @@
 """Skip files that cannot hold a finding before parsing them.
 
-Each rule declares trigger tokens: byte strings at least one of which appears in any file
-the rule can report on. The filter is the union of the enabled rules' triggers, searched
-with plain substring tests (no regular expression), which costs a scan of the bytes: in a
-real training library most files name no averaging API and are never parsed.
+Each rule declares trigger tokens (``Rule.triggers``): at least one of them appears in the
+text of every file the rule can report on. The pre-filter of a run is the union of the
+enabled rules' triggers, so a rule added to ``ema_lint/rules/`` is taken into account
+without any change here. A trigger is one of:
+
+- plain ``bytes``: a literal substring (``b"update_bn"``, ``b"ModelEmaV2"``);
+- ``identifier("EMA")``: a whole identifier, not part of a longer one (``EMA``, not
+  ``SCHEMA`` or ``EMAIL``): enough for an API that is found through its import;
+- ``component("ema")``: an identifier *component* in any casing, identifiers being split
+  at underscores, digits and camelCase humps (``model_ema``, ``ema2``, ``ModelEmaV2``,
+  ``EMAModel``, ``USE_EMA``; not ``schema``, ``remain``, ``Emacs`` or ``EMAIL``). A rule
+  that relies on it decides what an EMA name is with :func:`identifier_components` (or a
+  stricter test), so the filter stays sound by construction.
+
+A rule may also declare ``trigger_groups``: conjunctions for evidence that is common alone
+and rare together (a weight method such as ``parameters`` AND a word for an average such as
+``ema``). A file matches a group when it holds a trigger of every set of the group; the
+first set is tested first, so it should be the rarer one.
+
+Matching is two-stage, because in a real training library almost no file holds a trigger
+and all the cost there is the scan. First the *gates*: the fewest literal substrings such
+that every trigger contains one (``bytes.__contains__`` scans at memory speed; in CPython a
+regular-expression alternation is ten to fifty times slower, measured). A gate that is a
+trigger itself settles the question; otherwise only the triggers attached to a gate that
+is present are tested exactly, identifier and component triggers with expressions that
+start with their literal (so the regex engine's fast prefix search runs). Matching works on
+the raw bytes, or on the text for the flake8 plugin; comments and strings count.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Iterable
+from functools import cached_property, lru_cache
+from typing import Any
 
 from .rule import Rule
 
 
+class Identifier(bytes):
+    """A trigger matching a whole identifier (see :func:`identifier`)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"identifier({self.decode()!r})"
+
+
+class Component(bytes):
+    """A trigger matching an identifier component in any casing (see :func:`component`)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"component({self.decode()!r})"
+
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_WORD = re.compile(r"[a-z]+\Z")
+
+
+def identifier(name: str) -> Identifier:
+    """Trigger on ``name`` as a whole identifier (an API imported under its own name)."""
+    if not _IDENT.match(name):
+        raise ValueError(f"not an identifier: {name!r}")
+    return Identifier(name.encode("ascii"))
+
+
+def component(word: str) -> Component:
+    """Trigger on ``word`` as a component of any identifier, in lower, Title or UPPER case."""
+    if not _WORD.match(word):
+        raise ValueError(f"a component trigger is lowercase ASCII letters, got {word!r}")
+    return Component(word.encode("ascii"))
+
+
+# ``EMAModel`` -> EMA, Model; ``ModelEmaV2`` -> Model, Ema, V, 2; ``model_ema`` -> model, ema.
+# An upper-case run is one component unless its last letter starts a capitalised word.
+_COMPONENTS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+
+
+def identifier_components(name: str) -> list[str]:
+    """The components of an identifier, lower-cased: the definition ``component`` matches."""
+    return [part.lower() for part in _COMPONENTS.findall(name)]
+
+
+def _component_expressions(word: str) -> list[tuple[str, str]]:
+    """(literal, expression) pairs matching exactly the occurrences of ``word`` as a component.
+
+    Only three casings can form a component (``eMA`` splits into ``e`` and ``MA``). Lower
+    case must not touch other letters; Title case must not run on in lower case; an
+    upper-case run must start with the word and end with it or with a capitalised word
+    (``EMAModel``, not ``EMAIL`` or ``EMAs``). On an identifier this agrees exactly with
+    :func:`identifier_components` (tests/perf/test_prefilter.py checks it).
+    """
+    title, upper = word.capitalize(), word.upper()
+    return [
+        (word, rf"{word}(?<![A-Za-z]{word})(?![a-z])"),
+        (title, rf"{title}(?![a-z])"),
+        (upper, rf"{upper}(?<![A-Z]{upper})(?:(?![A-Za-z])|(?=[A-Z][a-z]))"),
+    ]
+
+
+def _identifier_expression(name: str) -> tuple[str, str]:
+    return (name, rf"{name}(?<![A-Za-z0-9_]{name})(?![A-Za-z0-9_])")
+
+
+def _minimal(strings: Iterable[str]) -> list[str]:
+    """Drop every string that contains another one (its scan is implied), shortest first."""
+    kept: list[str] = []
+    for s in sorted(set(strings), key=lambda s: (len(s), s)):
+        if not any(k in s for k in kept):
+            kept.append(s)
+    return kept
+
+
+class _Plan:
+    """Gates and the checks attached to them, for one kind of data (bytes or str).
+
+    (Scanning a lower-cased copy instead, to fold the three casings of a component into
+    one gate, was measured and lost: ``ema`` in any case is in a fifth of all files, in
+    ``schema``, ``email`` and ``remain``, and those then need the exact checks.)
+    """
+
+    __slots__ = ("steps",)
+
+    def __init__(self, triggers: list[str], expressions: list[tuple[str, str]], kind: type):
+        gates = _minimal([*triggers, *(core for core, _ in expressions)])
+        exact = set(triggers) & set(gates)
+        # Triggers first (a hit settles it), then the shortest gates.
+        gates.sort(key=lambda g: (g not in exact, len(g), g))
+        attached: dict[str, tuple[list[str], list[str]]] = {g: ([], []) for g in gates}
+        for text in triggers:
+            if text not in exact:
+                attached[next(g for g in gates if g in text)][0].append(text)
+        for core, expression in expressions:
+            attached[next(g for g in gates if g in core)][1].append(expression)
+
+        def encode(text: str) -> Any:
+            # latin-1 maps code points 0-255 to the same bytes: triggers round-trip.
+            return text.encode("latin-1") if kind is bytes else text
+
+        steps = []
+        for gate in gates:
+            if gate in exact:
+                steps.append((encode(gate), None, ()))
+                continue
+            literals, sources = attached[gate]
+            # One search per expression: an alternation would lose the literal-prefix scan.
+            searches = tuple(re.compile(encode(source)).search for source in sources)
+            steps.append((encode(gate), tuple(encode(t) for t in literals), searches))
+        self.steps = tuple(steps)
+
+    def matches(self, data: Any) -> bool:
+        for gate, literals, searches in self.steps:
+            if gate in data:
+                if literals is None:
+                    return True
+                for text in literals:
+                    if text in data:
+                        return True
+                for search in searches:
+                    if search(data) is not None:
+                        return True
+        return False
+
+
 class PreFilter:
-    """Union of the triggers of a set of rules."""
+    """Union of the triggers of a set of rules; ``matches(data)`` says whether to parse."""
 
     def __init__(self, rules: Iterable[type[Rule]]) -> None:
-        tokens: set[bytes] = set()
+        literals: set[str] = set()
+        patterns: set[bytes] = set()
+        groups: list[tuple[tuple[bytes, ...], ...]] = []
         self.accepts_all = False
         for rule in rules:
             if getattr(rule, "internal", False):
                 continue
-            if not rule.triggers:
+            rule_groups = getattr(rule, "trigger_groups", ())
+            if not rule.triggers and not rule_groups:
                 # A rule that cannot name its triggers must see every file.
                 self.accepts_all = True
-            tokens.update(rule.triggers)
-        # A token that contains another is redundant: keep the shortest ones.
-        ordered = sorted(tokens, key=len)
-        kept: list[bytes] = []
-        for token in ordered:
-            if not any(k in token for k in kept):
-                kept.append(token)
-        self.tokens = tuple(kept)
-        self._texts = tuple(t.decode("utf-8", "replace") for t in kept)
+            for group in rule_groups:
+                key = tuple(tuple(alternatives) for alternatives in group)
+                if key not in groups:
+                    groups.append(key)
+            for trigger in rule.triggers:
+                if not isinstance(trigger, bytes):
+                    raise TypeError(
+                        f"{rule.__name__}.triggers holds {trigger!r}: a trigger is bytes, "
+                        "identifier(...) or component(...)"
+                    )
+                if not trigger:
+                    self.accepts_all = True  # the empty string is in every file
+                elif type(trigger) is bytes:
+                    literals.add(trigger.decode("latin-1"))
+                else:
+                    patterns.add(trigger)
+        kept = _minimal(literals)
+        self.literals: tuple[bytes, ...] = tuple(t.encode("latin-1") for t in kept)
+        self.patterns: tuple[bytes, ...] = tuple(sorted(patterns, key=lambda p: (repr(p), p)))
+        expressions: list[tuple[str, str]] = []
+        for pattern in self.patterns:
+            if isinstance(pattern, Component):
+                expressions.extend(_component_expressions(pattern.decode()))
+            else:
+                expressions.append(_identifier_expression(pattern.decode()))
+        self._bytes = _Plan(kept, expressions, bytes)
+        self._text = _Plan(kept, expressions, str)
+        self.gates: tuple[bytes, ...] = tuple(step[0] for step in self._bytes.steps)
+        # A non-ASCII literal is written in UTF-8 in the file: match text through its bytes.
+        self._text_via_bytes = not all(t.isascii() for t in kept)
+        # A group with a set whose every trigger contains a literal trigger of the union only
+        # admits files the union admits already: dropped.
+        self.groups: tuple[tuple[tuple[bytes, ...], ...], ...] = tuple(
+            group
+            for group in groups
+            if not any(
+                all(any(k in t for k in self.literals) for t in alternatives)
+                for alternatives in group
+            )
+        )
+        # Each set of a group is itself a small union of triggers.
+        self._groups = tuple(
+            tuple(_TokenSet(alternatives) for alternatives in group) for group in self.groups
+        )
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """Names this filter's verdicts (the cache remembers which files it skipped)."""
+        if self.accepts_all:
+            return "all"
+        text = "\0".join(repr(t) for t in sorted(self.tokens, key=repr))
+        text += "\1" + repr(self.groups)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    @classmethod
+    def default(cls) -> PreFilter:
+        """The union over every registered rule: a superset of the filter of any run."""
+        return _default()
+
+    @property
+    def tokens(self) -> tuple[bytes, ...]:
+        """Every trigger of the union (literals first), for display and tests."""
+        return (*self.literals, *self.patterns)
 
     def matches(self, data: bytes | str) -> bool:
         """True if the file may hold a finding and must be parsed."""
         if self.accepts_all:
             return True
-        if isinstance(data, str):
-            return any(t in data for t in self._texts)
-        return any(t in data for t in self.tokens)
+        if isinstance(data, str) and self._text_via_bytes:
+            data = data.encode("utf-8", "surrogatepass")
+        plan = self._text if isinstance(data, str) else self._bytes
+        if plan.matches(data):
+            return True
+        return any(all(part.matches(data) for part in group) for group in self._groups)
+
+
+class _TokenSet:
+    """One set of a trigger group: matches when the data holds any of its triggers."""
+
+    __slots__ = ("_bytes", "_text")
+
+    def __init__(self, triggers: Iterable[bytes]) -> None:
+        literals: list[str] = []
+        expressions: list[tuple[str, str]] = []
+        for trigger in triggers:
+            if isinstance(trigger, Component):
+                expressions.extend(_component_expressions(trigger.decode()))
+            elif isinstance(trigger, Identifier):
+                expressions.append(_identifier_expression(trigger.decode()))
+            else:
+                literals.append(trigger.decode("latin-1"))
+        kept = _minimal(literals)
+        self._bytes = _Plan(kept, expressions, bytes)
+        self._text = _Plan(kept, expressions, str)
+
+    def matches(self, data: bytes | str) -> bool:
+        return (self._text if isinstance(data, str) else self._bytes).matches(data)
+
+
+@lru_cache(maxsize=1)
+def _default() -> PreFilter:
+    from .registry import all_rules
+
+    return PreFilter(all_rules())

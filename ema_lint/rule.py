@@ -91,6 +91,10 @@ class Rule:
     fix_scope: ClassVar[FixScope] = FixScope.STATEMENT
     # Byte strings of which a file must contain at least one for this rule to find anything.
     triggers: ClassVar[tuple[bytes, ...]] = ()
+    # Conjunctions, for rules whose findings need two kinds of evidence: a file also matches
+    # when, for one group, it contains a token of every set of the group (``((b"parameters",
+    # b"state_dict"), (b"ema", b"EMA"))``: a weight method AND a word for an average).
+    trigger_groups: ClassVar[tuple[tuple[tuple[bytes, ...], ...], ...]] = ()
     # Analysis providers the rule reads (documentation of what it costs; built lazily).
     requires: ClassVar[tuple[type, ...]] = ()
     options: ClassVar[tuple[Option, ...]] = ()

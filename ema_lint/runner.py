@@ -2,19 +2,29 @@
 
 Kept apart from the command line so that the Python API, the pre-commit hooks and the CLI
 share one path through the engine.
+
+The parent process reads each file once and settles it when it can: no trigger of the
+enabled rules (the pre-filter), or findings already in the cache. Only the files left
+need the engine; they go to a process pool (``jobs`` > 1, see ``pool.py``) or are checked
+in-process. Outcomes are returned in the order of the files, whatever order the workers
+finish in, so the output is the same with any number of jobs.
 """
 
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import engine, sources
+from .cache import Cache, StatIndex, content_hash, portable, settings_key
 from .config import Settings
 from .diagnostics import Diagnostic
 from .discovery import discover
+from .pool import LazyPool
+from .prefilter import PreFilter
 from .reporters import RunResult
 from .writer import atomic_write
 
@@ -104,24 +114,207 @@ def _process_other(
     return outcome
 
 
-def process_path(path: Path, settings: Settings, mode: Mode) -> FileOutcome:
+def _process_data(
+    path: Path, data: bytes, file_settings: engine.FileSettings, mode: Mode
+) -> FileOutcome:
     display = str(path)
-    try:
-        data = read_source(path)
-    except OSError as error:
-        return FileOutcome(display, error=f"{display}: cannot read: {error.strerror or error}")
-    outcome = process_source(data, display, settings.for_file(path), mode)
+    outcome = process_source(data, display, file_settings, mode)
     if outcome.new_data is not None and mode.fix and not mode.diff:
         try:
             atomic_write(path, outcome.new_data)
         except OSError as error:
             outcome.error = f"{display}: cannot write the fix: {error.strerror or error}"
             # Nothing was written: report the findings as they stand in the file.
-            outcome.diagnostics = process_source(
-                data, display, settings.for_file(path), Mode()
-            ).diagnostics
+            outcome.diagnostics = process_source(data, display, file_settings, Mode()).diagnostics
             outcome.fixed = 0
     return outcome
+
+
+def _unreadable(display: str, error: OSError) -> FileOutcome:
+    return FileOutcome(display, error=f"{display}: cannot read: {error.strerror or error}")
+
+
+def process_path(path: Path, settings: Settings, mode: Mode) -> FileOutcome:
+    display = str(path)
+    try:
+        data = read_source(path)
+    except OSError as error:
+        return _unreadable(display, error)
+    return _process_data(path, data, settings.for_file(path), mode)
+
+
+# Settling files in the parent ---------------------------------------------------------------
+_PREFILTERS: dict[tuple, PreFilter] = {}
+# Sources whose raw bytes are Python text. Others (a notebook's JSON escapes "\nema" and
+# would hide ``ema`` from the byte scan) are filtered by the engine after extraction.
+PYTHON_SUFFIXES = (".py", ".pyi")
+
+
+def _prefilter(file_settings: engine.FileSettings) -> PreFilter:
+    rules = file_settings.visitor_rules()
+    found = _PREFILTERS.get(rules)
+    if found is None:
+        found = _PREFILTERS[rules] = PreFilter(rules)
+    return found
+
+
+def _cacheable(outcome: FileOutcome, mode: Mode) -> bool:
+    """Does the outcome equal the lint of the file as it is (so it may be stored)?"""
+    if outcome.error is not None:
+        return False
+    if mode.fixing:
+        # A fix run that changed nothing, and met no broken fix, found what a lint finds.
+        return (
+            outcome.fixed == 0
+            and outcome.new_data is None
+            and not any(d.code == "EMA903" for d in outcome.diagnostics)
+        )
+    return True
+
+
+def _settle(
+    path: Path,
+    data: bytes,
+    file_settings: engine.FileSettings,
+    mode: Mode,
+    cache: Cache | None,
+) -> tuple[FileOutcome | None, str | None]:
+    """The outcome of a file when it needs no engine run (else None), and what was learnt
+    about its content for the stat index (``skip:<filter>``, ``sha:<hash>`` or None)."""
+    display = str(path)
+    python = path.suffix in PYTHON_SUFFIXES
+    if file_settings.prefilter and python:
+        prefilter = _prefilter(file_settings)
+        if not prefilter.matches(data):
+            return FileOutcome(display), f"skip:{prefilter.fingerprint}"
+    if cache is None:
+        return None, None
+    digest = content_hash(data)
+    return _from_cache(digest, display, file_settings, mode, cache), f"sha:{digest}"
+
+
+def _from_cache(
+    digest: str, display: str, file_settings: engine.FileSettings, mode: Mode, cache: Cache
+) -> FileOutcome | None:
+    found = cache.get(digest, settings_key(file_settings, display, mode.text_edits), display)
+    if found is None:
+        return None
+    if mode.fixing and any(d.fix is not None and file_settings.allows(d.fix) for d in found):
+        return None  # a fix would apply: the engine must run to apply it
+    return FileOutcome(display, found)
+
+
+def _settle_known(
+    verdict: str,
+    path: Path,
+    file_settings: engine.FileSettings,
+    mode: Mode,
+    cache: Cache,
+) -> FileOutcome | None:
+    """The outcome of an unchanged file from what the stat index remembers, if it can tell."""
+    kind, _, value = verdict.partition(":")
+    if kind == "skip":
+        if (
+            file_settings.prefilter
+            and path.suffix in PYTHON_SUFFIXES
+            and value == _prefilter(file_settings).fingerprint
+        ):
+            return FileOutcome(str(path))
+        return None
+    if kind == "sha":
+        return _from_cache(value, str(path), file_settings, mode, cache)
+    return None
+
+
+# The engine step, in the parent or in a worker ----------------------------------------------
+_worker_state: tuple[Mode, Cache | None] | None = None
+
+
+def _init_worker(mode: Mode, cache: Cache | None) -> None:
+    global _worker_state
+    _worker_state = (mode, cache)
+
+
+def _engine_task(task: tuple[str, engine.FileSettings]) -> FileOutcome:
+    assert _worker_state is not None
+    mode, cache = _worker_state
+    name, file_settings = task
+    path = Path(name)
+    try:
+        data = read_source(path)
+    except OSError as error:
+        return _unreadable(name, error)
+    outcome = _process_data(path, data, file_settings, mode)
+    if cache is not None and _cacheable(outcome, mode):
+        key = settings_key(file_settings, name, mode.text_edits)
+        cache.put(content_hash(data), key, outcome.diagnostics)
+    # Node edits stay behind: they belong to this process's trees and nobody reads them.
+    outcome.diagnostics = portable(outcome.diagnostics)
+    return outcome
+
+
+def check_files(
+    files: Sequence[Path],
+    settings: Settings,
+    mode: Mode,
+    *,
+    jobs: int = 1,
+    cache: Cache | None = None,
+) -> list[FileOutcome]:
+    """The outcome of every file, in the order given."""
+    outcomes: list[FileOutcome | None] = [None] * len(files)
+    pool: LazyPool[tuple[str, engine.FileSettings], FileOutcome] = LazyPool(
+        _engine_task, jobs, _init_worker, (mode, cache)
+    )
+    try:
+        _dispatch(files, settings, mode, cache, pool, outcomes)
+        for index, outcome in pool.results():
+            outcomes[index] = outcome
+    except BaseException:
+        pool.terminate()  # Ctrl-C or a bug: leave no worker behind
+        raise
+    return [o for o in outcomes if o is not None]
+
+
+def _dispatch(
+    files: Sequence[Path],
+    settings: Settings,
+    mode: Mode,
+    cache: Cache | None,
+    pool: LazyPool[tuple[str, engine.FileSettings], FileOutcome],
+    outcomes: list[FileOutcome | None],
+) -> None:
+    """Settle what the parent can; submit the rest to the pool."""
+    stat_index = StatIndex(cache) if cache is not None else None
+    for index, path in enumerate(files):
+        file_settings = settings.for_file(path)
+        where, signature = "", None
+        if stat_index is not None:
+            # Unchanged since the last run (same stat signature): no need to even read it.
+            where = os.path.abspath(path)
+            signature = stat_index.signature(where)
+            verdict = stat_index.get(where, signature)
+            if verdict is not None:
+                assert cache is not None
+                known = _settle_known(verdict, path, file_settings, mode, cache)
+                if known is not None:
+                    outcomes[index] = known
+                    continue
+        try:
+            data = read_source(path)
+        except OSError as error:
+            outcomes[index] = _unreadable(str(path), error)
+            continue
+        settled, learnt = _settle(path, data, file_settings, mode, cache)
+        if stat_index is not None and learnt is not None:
+            stat_index.record(where, signature, learnt)
+        if settled is not None:
+            outcomes[index] = settled
+        else:
+            pool.submit(index, (str(path), file_settings))
+    if cache is not None and stat_index is not None:
+        stat_index.save()
+        cache.prune()
 
 
 def run(
@@ -130,11 +323,13 @@ def run(
     mode: Mode,
     *,
     force_exclude: bool = False,
+    jobs: int = 1,
+    cache: Cache | None = None,
 ) -> tuple[RunResult, list[FileOutcome]]:
-    """Check (or fix) every file under ``paths``."""
+    """Check (or fix) every file under ``paths``, with ``jobs`` processes and a cache."""
     settings.check_config(paths)
     found = discover(paths, settings, force_exclude=force_exclude)
-    outcomes = [process_path(path, settings, mode) for path in found.files]
+    outcomes = check_files(found.files, settings, mode, jobs=jobs, cache=cache)
     result = collect(outcomes, mode)
     result.errors = [*settings.errors, *found.errors, *result.errors]
     result.files_checked = len(found.files)

@@ -33,6 +33,8 @@ from typing import Any
 
 import libcst as cst
 
+from ..prefilter import identifier
+
 
 class Side(str, enum.Enum):
     """Which side of ``avg <- D*avg + (1-D)*new`` the argument weighs."""
@@ -170,6 +172,21 @@ class ApiSpec:
     # name of the argument that decides it (with its default after a colon).
     buffers: str = ""
     eval_on_init: bool = False
+    # The attribute holding the averaged copy of the model (``ema.module``, ``ema.ema``,
+    # ``ema.ema_model``); None when the API keeps only tensors or state, no model to run.
+    model_copy: str | None = None
+    # The object is an ``nn.Module``: a module that stores it as an attribute holds it as a
+    # child (its ``.parameters()`` and ``.train()`` reach the copy).
+    is_module: bool = False
+    # The copy's parameters are made ``requires_grad=False`` at construction.
+    frozen_on_init: bool = False
+    # The API copies the unwrapped model of a DDP/DataParallel source itself (or is
+    # documented to accept a wrapped one).
+    accepts_wrapped: bool = False
+    # A CPU copy is a mode the library documents (timm ``device='cpu'``), or becomes one when
+    # this argument has this value (ema-pytorch ``allow_different_devices=True``).
+    cpu_documented: bool = False
+    cpu_offload: tuple[str, object] | None = None
     update_methods: tuple[str, ...] = ()
     apply_methods: tuple[str, ...] = ()
     store_methods: tuple[str, ...] = ()
@@ -384,6 +401,9 @@ def _mm_ema(qualname: str, aliases: tuple[str, ...], registry: tuple[str, ...], 
         buffers="update_buffers:False",
         update_methods=("update_parameters",),
         aliases=aliases,
+        model_copy="module",
+        is_module=True,
+        frozen_on_init=True,
         registry_names=registry,
         docs=_MMENGINE,
         **kw,
@@ -407,6 +427,8 @@ API_SPECS: tuple[ApiSpec, ...] = (
         buffers="use_buffers:False",
         update_methods=("update_parameters",),
         library="PyTorch",
+        model_copy="module",
+        is_module=True,
         docs=_TORCH_SWA,
         notes="Equal-weight mean unless avg_fn/multi_avg_fn is an EMA function; copy-first; "
         "keeps the source's train mode; buffers copied unless use_buffers=True.",
@@ -474,6 +496,11 @@ API_SPECS: tuple[ApiSpec, ...] = (
         eval_on_init=True,
         update_methods=("update",),
         aliases=("timm.utils.model_ema.ModelEma",),
+        model_copy="ema",
+        is_module=False,
+        frozen_on_init=True,
+        cpu_documented=True,
+        accepts_wrapped=True,
         library="timm",
         docs=_TIMM,
     ),
@@ -489,6 +516,10 @@ API_SPECS: tuple[ApiSpec, ...] = (
         update_methods=("update",),
         apply_methods=("set",),
         aliases=("timm.utils.model_ema.ModelEmaV2",),
+        model_copy="module",
+        is_module=True,
+        frozen_on_init=True,
+        cpu_documented=True,
         library="timm",
         docs=_TIMM,
     ),
@@ -545,6 +576,10 @@ API_SPECS: tuple[ApiSpec, ...] = (
         update_methods=("update",),
         apply_methods=("set",),
         aliases=("timm.utils.model_ema.ModelEmaV3",),
+        model_copy="module",
+        is_module=True,
+        frozen_on_init=True,
+        cpu_documented=True,
         library="timm",
         docs=_TIMM,
     ),
@@ -653,6 +688,10 @@ API_SPECS: tuple[ApiSpec, ...] = (
         buffers="yes",
         update_methods=("update",),
         aliases=("ema_pytorch.ema_pytorch.EMA",),
+        model_copy="ema_model",
+        is_module=True,
+        frozen_on_init=True,
+        cpu_offload=("allow_different_devices", True),
         library="ema-pytorch",
         docs="https://github.com/lucidrains/ema-pytorch",
         notes="update() takes no model; averages on every update_every-th call only.",
@@ -809,6 +848,9 @@ API_SPECS: tuple[ApiSpec, ...] = (
         buffers="update_buffers:False",
         update_methods=("update_parameters",),
         aliases=("mmengine.model.averaged_model.StochasticWeightAverage",),
+        model_copy="module",
+        is_module=True,
+        frozen_on_init=True,
         registry_names=("StochasticWeightAverage",),
         library="mmengine",
         docs=_MMENGINE,
@@ -868,6 +910,9 @@ API_SPECS: tuple[ApiSpec, ...] = (
             "utils.torch_utils.ModelEMA",
             "yolov5.utils.torch_utils.ModelEMA",
         ),
+        model_copy="ema",
+        frozen_on_init=True,
+        accepts_wrapped=True,
         library="ultralytics / yolov5",
         docs="https://docs.ultralytics.com/reference/utils/torch_utils/",
     ),
@@ -883,6 +928,9 @@ API_SPECS: tuple[ApiSpec, ...] = (
         eval_on_init=True,
         update_methods=("update",),
         aliases=("yolox.utils.ema.ModelEMA",),
+        model_copy="ema",
+        frozen_on_init=True,
+        accepts_wrapped=True,
         library="YOLOX",
         docs="https://github.com/Megvii-BaseDetection/YOLOX",
     ),
@@ -902,6 +950,7 @@ API_SPECS: tuple[ApiSpec, ...] = (
         device="cpu_offload",
         buffers="yes",
         aliases=("nemo.collections.common.callbacks.ema.EMA",),
+        cpu_offload=("cpu_offload", True),
         library="NeMo",
         docs="https://docs.nvidia.com/nemo-framework/user-guide/latest/nemotoolkit/",
     ),
@@ -1139,7 +1188,8 @@ def semantics_table(roles: Iterable[Role] | None = None) -> str:
 # A value rule can report only on a file that names an API taking an averaging weight: its
 # class or function name, a config registry name (``'EMAHook'``), or, where the averaging is
 # switched on by an argument (Keras ``use_ema``), that argument. Derived from the table so
-# that adding a library keeps the pre-filter sound.
+# that adding a library keeps the pre-filter sound. Each is a whole-identifier trigger: the
+# API is found through its import, so its name stands in the file as an identifier.
 def _weight_triggers() -> tuple[bytes, ...]:
     """Tokens of the APIs whose averaging weight the value rules judge."""
     tokens: set[str] = set()
@@ -1157,7 +1207,7 @@ def _weight_triggers() -> tuple[bytes, ...]:
     for spec in API_SPECS:
         if spec.registry_names and spec.weight is not None:
             tokens.update(name.rsplit(".", 1)[-1] for name in spec.registry_names)
-    return tuple(sorted(t.encode() for t in tokens))
+    return tuple(identifier(t) for t in sorted(tokens))
 
 
 WEIGHT_TRIGGERS = _weight_triggers()
@@ -1170,7 +1220,7 @@ def _object_triggers() -> tuple[bytes, ...]:
         if spec.role in (Role.EMA_MODEL, Role.SWA_MODEL, Role.EMA_CALLBACK, Role.SWA_CALLBACK):
             tokens.add(spec.short_name)
     tokens.add("deepcopy")
-    return tuple(sorted(t.encode() for t in tokens))
+    return tuple(identifier(t) for t in sorted(tokens))
 
 
 OBJECT_TRIGGERS = _object_triggers()

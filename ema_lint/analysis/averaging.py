@@ -25,8 +25,13 @@ Public API (for the loop, SWA and hand-written-update rules)::
     objects.objects                      # every AveragingObject, in document order
     objects.for_expression(node)         # the object an expression refers to, or None
     objects.for_call(call)               # the object a creating/weight call belongs to
+    objects.of_update(update)            # the object a hand-written update averages into
+    objects.averages_weights(update)     # whether a hand-written update averages weights
+    objects.shadow_name(update)          # the average it writes, for messages
+    objects.parameters_frozen(obj)       # a hand-made copy's parameters no longer need grad
     obj.kind / obj.use / obj.spec / obj.bound / obj.weight_call / obj.names
     obj.source / obj.updates / obj.inplace / obj.weight_reassigned / obj.reasons
+    obj.module_copy                      # a deepcopy of a module (it has the model's buffers)
 """
 
 from __future__ import annotations
@@ -39,11 +44,69 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from .api_calls import BoundCalls
-from .apis import ApiSpec, BoundCall, Role
+from .apis import OBJECT_TRIGGERS, ApiSpec, BoundCall, Role
 from .context import FileContext
 from .names import ImportTable, dotted_name
-from .updates import InPlaceUpdate, InPlaceUpdates, container_of, strip_tensor
+from .updates import WEIGHT_METHODS, InPlaceUpdate, InPlaceUpdates, container_of, strip_tensor
 from .values import ValueResolver
+
+# Word tokens of an identifier that name an average (``ema_model``, ``modelEMA``,
+# ``self.shadow``, ``polyak_update``, ``teacher``), and compound spellings that name one in
+# teacher and target-network code (``_momentum_update_key_encoder``, ``soft_update``,
+# ``target_net``). A hand-written update not made by an averaging API must be named so (its
+# shadow, the function or the class that holds it): model merging and interpolation
+# (``merged.mul_(1 - t).add_(other, alpha=t)``) are not averages over time. A ``deepcopy``
+# of a module may also be named ``avg``/``average``/``swa`` (its file holds ``deepcopy``);
+# elsewhere those words are too common (Adam's ``exp_avg``, ``avgpool``, prose) to admit a
+# file to parsing.
+AVERAGE_WORDS = frozenset({"ema", "shadow", "polyak", "teacher"})
+COPY_AVERAGE_WORDS = AVERAGE_WORDS | {"avg", "average", "averaged", "swa"}
+AVERAGE_COMPOUNDS = (
+    "momentum_update",
+    "update_momentum",
+    "momentum_encoder",
+    "momentum_model",
+    "target_net",
+    "target_param",
+    "target_model",
+    "target_encoder",
+    "soft_update",
+    "update_target",
+    "moving_average",
+    "MovingAverage",
+)
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Every way a word token of AVERAGE_WORDS can be spelled in a file: "ema" after any character
+# that cannot precede it inside a word, the others as plain substrings, capitalised and upper.
+_BOUNDARY = " \t\n\r\f\v!\"#$%&'()*+,-./:;<=>?@[\\]^`{|}~_0123456789"
+_SPELLINGS = tuple(
+    sorted(
+        {
+            *(f"{c}ema" for c in _BOUNDARY),
+            "Ema",
+            "EMA",
+            *(
+                spelling
+                for word in ("shadow", "polyak", "teacher")
+                for spelling in (word, word.capitalize(), word.upper())
+            ),
+            *AVERAGE_COMPOUNDS,
+        }
+    )
+)
+_WEIGHT_METHOD_TOKENS = (b"parameters", b"state_dict", b"buffers", b"variables")
+# Every file in which ``averages_weights`` can hold: it names an averaging API or ``deepcopy``
+# (the objects), or it reads a side of the update from a model's weights (the methods) AND
+# names an average. The rules on hand-written updates declare both.
+UPDATE_TRIGGERS = OBJECT_TRIGGERS
+UPDATE_TRIGGER_GROUPS = ((_WEIGHT_METHOD_TOKENS, tuple(s.encode() for s in _SPELLINGS)),)
+
+
+def names_an_average(code: str, words: frozenset[str] = AVERAGE_WORDS) -> bool:
+    """Whether an identifier (or an expression's code) names an average."""
+    if any(compound in code for compound in AVERAGE_COMPOUNDS):
+        return True
+    return any(word in words for part in _IDENTIFIER.findall(code) for word in tokens(part))
 
 
 class Use(str, enum.Enum):
@@ -116,6 +179,10 @@ _LOSS_CALL = re.compile(
 )
 
 
+def _is_false(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "False"
+
+
 def tokens(name: str) -> list[str]:
     """``self.model_ema`` -> [model, ema]; ``modelEMA`` -> [model, ema]."""
     last = name.rsplit(".", 1)[-1]
@@ -172,6 +239,9 @@ class AveragingObject:
     weight_reassigned: bool = False
     # Why the object was classified as it is (for messages and debugging).
     reasons: list[str] = field(default_factory=list)
+    # A hand-made ``deepcopy`` of a module: it carries the model's buffers (BatchNorm
+    # statistics) and its parameters keep ``requires_grad`` unless frozen.
+    module_copy: bool = False
 
     @property
     def hand_made(self) -> bool:
@@ -240,6 +310,128 @@ class AveragingObjects:
 
     def of_kind(self, *uses: Use) -> list[AveragingObject]:
         return [o for o in self.objects if o.use in uses]
+
+    def of_update(self, update: InPlaceUpdate) -> AveragingObject | None:
+        """The object a hand-written update averages into, if it is one."""
+        for obj in self.objects:
+            if any(u is update for u in obj.inplace):
+                return obj
+        return None
+
+    def shadow_name(self, update: InPlaceUpdate) -> str:
+        """What people call the average a hand-written update writes (for messages)."""
+        obj = self.of_update(update)
+        if obj is not None and obj.names:
+            return obj.names[0]
+        node = update.shadow_container if update.shadow_container is not None else update.shadow
+        return self._code(node)
+
+    def averages_weights(self, update: InPlaceUpdate) -> bool:
+        """Whether a hand-written update averages model weights into a shadow.
+
+        It does when it updates an averaging object that holds weights, or when its source is
+        read from a model's weights (``parameters()``, ``state_dict()``...) into a separate
+        container. It does not when the source is a gradient or a computed value (Adam's
+        ``exp_avg``, Fisher information), when the shadow is a loss or metric average, or
+        when the *live* model is pulled toward the average (the source is the averaged
+        copy).
+        """
+        if update.source is None:
+            return False
+        source = strip_tensor(update.source)
+        listed = update.form == "foreach" and update.source_method in WEIGHT_METHODS
+        if not isinstance(source, (cst.Name, cst.Attribute, cst.Subscript)) and not listed:
+            return False  # a computed value: ``p ** 2``, ``grad * lr``
+        if isinstance(source, cst.Attribute) and source.attr.value in ("grad", "main_grad"):
+            return False
+        obj = self.of_update(update)
+        if obj is not None and obj.use is Use.NOT_WEIGHTS:
+            return False
+        if (obj is None or obj.bound is None) and not self._named_average(update, obj):
+            return False
+        if update.source_container is not None:
+            pulled = self._refer(update.source_container, 0)
+            if pulled is not None and pulled is not obj:
+                return False
+            if (
+                obj is None
+                and is_averaged_name(self._code(update.source_container))
+                and (
+                    update.shadow_container is None
+                    or not is_averaged_name(self._code(update.shadow_container))
+                )
+            ):
+                return False  # ``model`` updated from ``ema``: the average copied back
+        if obj is not None:
+            if obj.bound is not None or obj.module_copy:
+                return True
+            # A dict or list of tensors: averaged weights if either side is read from them.
+            return update.source_method in WEIGHT_METHODS or update.shadow_method in WEIGHT_METHODS
+        shadow = update.shadow_container
+        if shadow is None or update.source_method not in WEIGHT_METHODS:
+            return False
+        if update.source_container is not None and self._code(shadow) == self._code(
+            update.source_container
+        ):
+            return False
+        return not any(w in _NOT_WEIGHT_TOKENS for w in tokens(self._code(shadow)))
+
+    def _named_average(self, update: InPlaceUpdate, obj: AveragingObject | None) -> bool:
+        """The update's shadow, its container, or the function or class holding it is named
+        as an average."""
+        names = list(obj.names) if obj is not None else []
+        if update.shadow_container is not None:
+            names.append(self._code(update.shadow_container))
+        names.append(self._code(strip_tensor(update.shadow)))
+        for scope in self.index.ancestors(update.node):
+            if isinstance(scope, (cst.FunctionDef, cst.ClassDef)):
+                names.append(scope.name.value)
+        if obj is not None and obj.module_copy:
+            return any(
+                names_an_average(name, COPY_AVERAGE_WORDS) or is_averaged_name(name)
+                for name in names
+            )
+        return any(names_an_average(name) for name in names)
+
+    def parameters_frozen(self, obj: AveragingObject) -> bool | None:
+        """Whether a hand-made copy's parameters were set not to require grad
+        (``deepcopy(model).requires_grad_(False)``, ``ema.requires_grad_(False)``, or
+        ``p.requires_grad = False`` over its parameters); None when not a hand-made copy."""
+        if not obj.module_copy:
+            return None
+        for call in self.ctx.nodes(cst.Call):
+            func = call.func
+            if not isinstance(func, cst.Attribute) or func.attr.value != "requires_grad_":
+                continue
+            if not call.args or not _is_false(call.args[0].value):
+                continue
+            if self.index.contains(obj.creation, call) or self._refer(func.value, 0) is obj:
+                return True
+            if isinstance(func.value, cst.Name) and self._over_parameters_of(call, obj):
+                return True  # for p in ema.parameters(): p.requires_grad_(False)
+        for node in self.ctx.nodes(cst.Assign):
+            target = node.targets[0].target if len(node.targets) == 1 else None
+            if (
+                isinstance(target, cst.Attribute)
+                and target.attr.value == "requires_grad"
+                and isinstance(target.value, cst.Name)
+                and _is_false(node.value)
+                and self._over_parameters_of(node, obj)
+            ):
+                return True
+        return False
+
+    def _over_parameters_of(self, node: cst.CSTNode, obj: AveragingObject) -> bool:
+        loop = self.index.enclosing(node, cst.For)
+        if not isinstance(loop, cst.For):
+            return False
+        iterable = loop.iter
+        return (
+            isinstance(iterable, cst.Call)
+            and isinstance(iterable.func, cst.Attribute)
+            and iterable.func.attr.value in ("parameters", "named_parameters")
+            and self._refer(iterable.func.value, 0) is obj
+        )
 
     # Creation ---------------------------------------------------------------------------------
     def _add(self, obj: AveragingObject, *nodes: cst.CSTNode) -> AveragingObject:
@@ -422,6 +614,7 @@ class AveragingObjects:
                 obj.reasons.append("target of an in-place average update")
             else:
                 obj.reasons.append("named as an averaged copy")
+            obj.module_copy = True
             self._add(obj, call)
             node: cst.CSTNode = call
             while node is not outer:
@@ -461,10 +654,16 @@ class AveragingObjects:
             return False
         func = call.func
         name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
-        if name != "deepcopy":
+        if name != "deepcopy" and name not in self._deepcopy_aliases():
             return False
         names = self.imports.qualified_names(call.func)
         return "copy.deepcopy" in names
+
+    def _deepcopy_aliases(self) -> set[str]:
+        """Local names ``deepcopy`` is imported under (``from copy import deepcopy as dc``)."""
+        return {
+            local for local, targets in self.imports.aliases.items() if "copy.deepcopy" in targets
+        }
 
     def _chain_top(self, call: cst.Call) -> cst.BaseExpression:
         """``deepcopy(m).eval().requires_grad_(False)``: the outermost call of the chain."""
@@ -530,8 +729,12 @@ class AveragingObjects:
             base = self._refer(node.value, depth + 1)
             if base is not None:
                 return base if node.attr.value in _INNER else None
-            if isinstance(node.value, cst.Name) and node.value.value == "self":
-                cls = self.resolver.class_of_self(node)
+            if isinstance(node.value, (cst.Name, cst.Attribute)):
+                # ``self.ema`` in a method, or ``trainer.ema`` on an instance of the class.
+                if isinstance(node.value, cst.Name) and node.value.value == "self":
+                    cls = self.resolver.class_of_self(node)
+                else:
+                    cls = self.resolver.instance_class(node.value)
                 if cls is None:
                     return None
                 values = self.resolver.self_assignments(cls).get(node.attr.value, [])

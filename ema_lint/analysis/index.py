@@ -38,6 +38,9 @@ _SKIPPED_PREFIXES = (
 )
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
+# type -> is it a libcst node? ``isinstance(x, cst.CSTNode)`` goes through ABCMeta's
+# ``__instancecheck__`` and was the walk's largest single cost; a dict lookup is not.
+_IS_NODE: dict[type, bool] = {}
 
 
 def _child_fields(cls: type) -> tuple[str, ...]:
@@ -50,6 +53,40 @@ def _child_fields(cls: type) -> tuple[str, ...]:
             names = ("decorators", *(n for n in names if n != "decorators"))
         _FIELDS[cls] = names
     return names
+
+
+def _is_node(cls: type) -> bool:
+    flag = _IS_NODE.get(cls)
+    if flag is None:
+        flag = _IS_NODE[cls] = issubclass(cls, cst.CSTNode)
+    return flag
+
+
+def _children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """Direct children that are code (not whitespace or punctuation), in source order."""
+    children: list[cst.CSTNode] = []
+    is_node = _IS_NODE
+    cls = type(node)
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _child_fields(cls)
+    for name in names:
+        value = getattr(node, name)
+        kind = type(value)
+        if kind is list or kind is tuple:
+            for item in value:
+                flag = is_node.get(type(item))
+                if flag is None:
+                    flag = _is_node(type(item))
+                if flag:
+                    children.append(item)
+        else:
+            flag = is_node.get(kind)
+            if flag is None:
+                flag = _is_node(kind)
+            if flag:
+                children.append(value)
+    return children
 
 
 class ModuleIndex:
@@ -65,38 +102,51 @@ class ModuleIndex:
         self._walk(module)
 
     def _walk(self, root: cst.Module) -> None:
+        # Preorder with an explicit stack (no recursion limit on deep expressions). The
+        # child loop of ``_children`` is inlined: this runs for every node of every file.
         by_type = self.by_type
         parents = self.parents
         order = self.order
-        node_cls = cst.CSTNode
-        stack: list[tuple[cst.CSTNode, cst.CSTNode | None]] = [(root, None)]
+        fields = _FIELDS
+        is_node = _IS_NODE
+        stack: list[cst.CSTNode] = [root]
         pop = stack.pop
         push = stack.append
         n = 0
         while stack:
-            node, parent = pop()
-            key = id(node)
-            order[key] = n
+            node = pop()
+            order[id(node)] = n
             n += 1
-            if parent is not None:
-                parents[key] = parent
             cls = type(node)
             bucket = by_type.get(cls)
             if bucket is None:
                 by_type[cls] = [node]
             else:
                 bucket.append(node)
+            names = fields.get(cls)
+            if names is None:
+                names = _child_fields(cls)
             children: list[cst.CSTNode] = []
-            for name in _child_fields(cls):
+            for name in names:
                 value = getattr(node, name)
-                if isinstance(value, node_cls):
-                    children.append(value)
-                elif type(value) in (list, tuple):
+                kind = type(value)
+                if kind is list or kind is tuple:
                     for item in value:
-                        if isinstance(item, node_cls):
+                        flag = is_node.get(type(item))
+                        if flag is None:
+                            flag = _is_node(type(item))
+                        if flag:
                             children.append(item)
-            for child in reversed(children):
-                push((child, node))
+                else:
+                    flag = is_node.get(kind)
+                    if flag is None:
+                        flag = _is_node(kind)
+                    if flag:
+                        children.append(value)
+            if children:
+                for child in reversed(children):
+                    parents[id(child)] = node
+                    push(child)
 
     # Queries -------------------------------------------------------------------------------
     def nodes(self, cls: type[cst.CSTNode]) -> list[cst.CSTNode]:
@@ -138,16 +188,11 @@ class ModuleIndex:
     def descendants(self, node: cst.CSTNode, cls: type | tuple[type, ...]) -> Iterator[cst.CSTNode]:
         """Nodes of ``cls`` inside ``node``, in document order (walks the subtree only)."""
         stack = [node]
-        node_cls = cst.CSTNode
         while stack:
             current = stack.pop()
             if current is not node and isinstance(current, cls):
                 yield current
-            children: list[cst.CSTNode] = []
-            for name in _child_fields(type(current)):
-                value = getattr(current, name)
-                if isinstance(value, node_cls):
-                    children.append(value)
-                elif type(value) in (list, tuple):
-                    children.extend(item for item in value if isinstance(item, node_cls))
-            stack.extend(reversed(children))
+            children = _children(current)
+            if children:
+                children.reverse()
+                stack.extend(children)

@@ -341,6 +341,11 @@ class TrainingLoops:
         return None
 
     # Validation -----------------------------------------------------------------------------
+    def is_validation_name(self, name: str) -> bool:
+        """A function name that says it evaluates (``evaluate``, ``validate_ema``,
+        ``run_eval``), not a test (``test_something``)."""
+        return bool(_VALIDATION_FUNCTION.search(name)) and not name.startswith("test_")
+
     def is_validation_function(self, fn: cst.FunctionDef) -> bool:
         name = fn.name.value
         if _VALIDATION_FUNCTION.search(name) and not name.startswith("test_"):
@@ -404,7 +409,8 @@ class TrainingLoops:
         return bool(name and _VALIDATION_LOADER.search(name))
 
     def is_validation_context(self, node: cst.CSTNode) -> bool:
-        """Inside a validation function, a no-grad block, or a loop over a validation loader."""
+        """Inside a validation function, a no-grad block, or a loop (or comprehension) over a
+        validation loader."""
         if self.no_grad_block(node) is not None:
             return True
         for ancestor in self.index.ancestors(node):
@@ -412,6 +418,13 @@ class TrainingLoops:
                 return True
             if isinstance(ancestor, (cst.For, cst.While)) and self.is_validation_loop(ancestor):
                 return True
+            if isinstance(ancestor, (cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp)):
+                comp: cst.CompFor | None = ancestor.for_in
+                while comp is not None:
+                    name = _last_identifier(comp.iter)
+                    if name and _VALIDATION_LOADER.search(name):
+                        return True
+                    comp = comp.inner_for_in
         return False
 
     def epoch_loop(self, loop: Loop) -> Loop | None:
@@ -443,3 +456,313 @@ class MicroBatchFinding:
     # The accumulation guard (If), the accumulate() block (With) or the inner loop.
     where: cst.CSTNode
     step: cst.Call | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class BeforeStep:
+    """An update that runs before the optimizer step of the same iteration.
+
+    ``node`` is where it sits in ``function`` (the update, or a call leading to it) and
+    ``step`` the later call in the same function and iteration that steps the optimizer;
+    ``loop`` is the training loop they run in (None: a step helper without a loop).
+    """
+
+    node: cst.CSTNode
+    step: cst.Call
+    function: cst.FunctionDef | None
+    loop: Loop | None
+
+
+class Placement:
+    """Where an update sits relative to the optimizer step, and how to move it there.
+
+    Used by the rules that report an update out of step with the optimizer and fix it by
+    moving the update next to the step. A move is planned on statements: the statement to
+    move (``movable``), the statement after which it goes (``after_step``), and whether
+    the statements it would jump over read or write what it uses (``conflicts``).
+    """
+
+    def __init__(self, loops: TrainingLoops) -> None:
+        self.loops = loops
+        self.index = loops.index
+
+    # Update before the step --------------------------------------------------------------
+    def before_step(self, node: cst.CSTNode) -> BeforeStep | None:
+        """The step that follows ``node`` in the same iteration, looked for from ``node``'s
+        own function outwards through its callers up to the training loop."""
+        loops = self.loops
+        for anchor in loops.anchors(node):
+            levels: list[cst.CSTNode] = [node, *reversed(anchor.chain)]
+            for here in levels:
+                fn = loops.function_of(here)
+                at_loop = here is anchor.node
+                own_loop = self._innermost_loop(here, fn)
+                later: cst.Call | None = None
+                earlier = False
+                for call in loops.calls_in(fn):
+                    if call is here or not loops.steps(call):
+                        continue
+                    if loops.index.contains(call, here) or loops.index.contains(here, call):
+                        continue
+                    if self._innermost_loop(call, fn) is not own_loop:
+                        continue
+                    if self.index.is_before(here, call):
+                        later = later or call
+                    else:
+                        earlier = True
+                if earlier:
+                    break  # the update already follows a step of its iteration
+                if later is not None:
+                    return BeforeStep(here, later, fn, anchor.loop if at_loop else None)
+                if at_loop:
+                    break
+        return None
+
+    def _innermost_loop(self, node: cst.CSTNode, fn: cst.FunctionDef | None) -> Loop | None:
+        for ancestor in self.index.ancestors(node):
+            if ancestor is fn:
+                return None
+            if isinstance(ancestor, (cst.For, cst.While)):
+                return ancestor
+        return None
+
+    # Planning a move ----------------------------------------------------------------------
+    def movable(
+        self,
+        node: cst.CSTNode,
+        keep: set[int],
+        leave: tuple[cst.CSTNode, ...] = (),
+        within: cst.CSTNode | None = None,
+    ) -> cst.BaseStatement | None:
+        """The statement to move so that ``node`` runs elsewhere: the line holding it, or a
+        compound statement around it that holds only updates (``if ema is not None:``,
+        ``with torch.no_grad():``, the ``for`` over parameter pairs), given by the ids in
+        ``keep``. None when moving it would take it out of a condition or a loop that also
+        holds other code (other than the loops in ``leave``), or when the line holds more
+        than the update.
+
+        ``within`` is the block the statement is taken out of (the training loop).
+        """
+        statement = self.index.statement(node)
+        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+            return None
+        if not self._is_update_line(statement):
+            return None
+        current: cst.BaseStatement = statement
+        while True:
+            owner = self._owner(current)
+            if owner is None or owner is within or any(owner is loop for loop in leave):
+                break
+            if not self._climbable(owner, keep):
+                break
+            current = owner
+        # What is left between the statement and the block it is taken out of must not be
+        # a condition or a loop it would silently leave.
+        for ancestor in self.index.ancestors(current):
+            if ancestor is within or isinstance(ancestor, (cst.FunctionDef, cst.Module)):
+                break
+            if any(ancestor is loop for loop in leave):
+                continue
+            if isinstance(ancestor, (cst.If, cst.For, cst.While, cst.Try, cst.Else)):
+                return None
+            if isinstance(ancestor, (cst.ExceptHandler, cst.Finally)):
+                return None
+        return current
+
+    def _is_update_line(self, statement: cst.SimpleStatementLine) -> bool:
+        small = statement.body[0]
+        return isinstance(small, (cst.Expr, cst.Assign, cst.AugAssign))
+
+    def _owner(self, statement: cst.CSTNode) -> cst.BaseCompoundStatement | None:
+        """The compound statement whose body holds ``statement`` directly."""
+        block = self.index.parent(statement)
+        if not isinstance(block, cst.IndentedBlock):
+            return None
+        owner = self.index.parent(block)
+        return owner if isinstance(owner, cst.BaseCompoundStatement) else None
+
+    def _climbable(self, owner: cst.BaseCompoundStatement, keep: set[int]) -> bool:
+        if isinstance(owner, cst.If) and owner.orelse is not None:
+            return False
+        if isinstance(owner, (cst.For, cst.While)):
+            if owner.orelse is not None or any(owner is loop for loop in self.loops.train_loops):
+                return False
+        elif not isinstance(owner, (cst.If, cst.With)):
+            return False
+        body = owner.body
+        if not isinstance(body, cst.IndentedBlock):
+            return False
+        return all(self._holds(statement, keep) for statement in body.body)
+
+    def _holds(self, statement: cst.CSTNode, keep: set[int]) -> bool:
+        if id(statement) in keep:
+            return True
+        return any(id(node) in keep for node in self.index.descendants(statement, cst.CSTNode))
+
+    def after_step(self, step: cst.Call, loop: cst.CSTNode | None) -> cst.BaseStatement | None:
+        """The statement after which an update goes to run right after ``step``: the
+        statement holding the step in the innermost accumulation guard around it (or in the
+        loop body, or the function body). A step in an ``if`` without ``else`` is
+        conditional and the update goes right after it, inside; a step in each branch of an
+        ``if``/``else`` gets the update after the whole statement."""
+        fn = self.loops.function_of(step)
+        guards = self.loops.guards(step, loop) if isinstance(loop, (cst.For, cst.While)) else []
+        block_owner: cst.CSTNode | None = guards[0] if guards else loop
+        if block_owner is None:
+            block_owner = fn
+        current = self.index.statement(step)
+        while current is not None:
+            owner = self._owner(current)
+            if owner is block_owner or owner is None:
+                break
+            if isinstance(owner, cst.FunctionDef) or owner is fn:
+                break
+            if isinstance(owner, cst.Try) or (isinstance(owner, cst.If) and owner.orelse is None):
+                break  # the step is conditional: the update goes with it
+            current = owner
+        if current is None or not isinstance(current, cst.BaseStatement):
+            return None
+        return current
+
+    def conflicts(
+        self, moved: cst.BaseStatement, target: cst.BaseStatement, objects: Iterable[str]
+    ) -> bool:
+        """Moving ``moved`` to right after ``target`` would change what it reads, or what
+        the statements it jumps over read: a name it uses is assigned in between, or a
+        statement in between reads the object it updates (``objects``: how the code spells
+        it, ``ema``, ``self.ema``)."""
+        start, end = (target, moved) if self.index.is_before(target, moved) else (moved, target)
+        reads = _names_read(moved, self.index)
+        spelled = set(objects)
+        assigned: set[str] = set()
+        for node in self._between(start, end, moved, target):
+            assigned |= _names_assigned(node, self.index)
+            if spelled & _codes_read(node, self.index):
+                return True
+        # Loop variables of the loops the statement leaves count as assigned in between.
+        for ancestor in self.index.ancestors(moved):
+            if self.index.contains(ancestor, target):
+                break
+            if isinstance(ancestor, cst.For):
+                assigned |= _target_names(ancestor.target)
+        return bool(reads & assigned)
+
+    def _between(
+        self,
+        start: cst.CSTNode,
+        end: cst.CSTNode,
+        moved: cst.CSTNode,
+        target: cst.CSTNode,
+    ) -> Iterator[cst.CSTNode]:
+        """Simple statements after ``start`` and before ``end`` (outside both)."""
+        order = self.index.order
+        lo, hi = order[id(start)], order[id(end)]
+        fn = self.loops.function_of(start)
+        for line in self.index.nodes(cst.SimpleStatementLine):
+            position = order[id(line)]
+            if not lo < position < hi:
+                continue
+            if self.index.contains(moved, line) or self.index.contains(target, line):
+                continue
+            if self.loops.function_of(line) is not fn:
+                continue
+            yield line
+
+    def accumulate_owner(self, block: cst.With) -> cst.BaseExpression | None:
+        """``accelerator`` in ``with accelerator.accumulate(model):``."""
+        for item in block.items:
+            call = item.item
+            if (
+                isinstance(call, cst.Call)
+                and isinstance(call.func, cst.Attribute)
+                and call.func.attr.value == "accumulate"
+            ):
+                return call.func.value
+        return None
+
+
+def _target_names(node: cst.CSTNode) -> set[str]:
+    if isinstance(node, cst.Name):
+        return {node.value}
+    if isinstance(node, (cst.Tuple, cst.List)):
+        found: set[str] = set()
+        for element in node.elements:
+            found |= _target_names(element.value)
+        return found
+    if isinstance(node, cst.StarredElement):
+        return _target_names(node.value)
+    return set()
+
+
+def _names_assigned(node: cst.CSTNode, index) -> set[str]:
+    found: set[str] = set()
+    if isinstance(node, cst.SimpleStatementLine):
+        for small in node.body:
+            if isinstance(small, cst.Assign):
+                for target in small.targets:
+                    found |= _target_names(target.target)
+            elif isinstance(small, (cst.AugAssign, cst.AnnAssign)):
+                found |= _target_names(small.target)
+    for named in index.descendants(node, cst.NamedExpr):
+        found |= _target_names(named.target)
+    return found
+
+
+def _names_read(node: cst.CSTNode, index) -> set[str]:
+    return {n.value for n in index.descendants(node, cst.Name)}
+
+
+def _codes_read(node: cst.CSTNode, index) -> set[str]:
+    """Dotted names (``ema``, ``self.ema``, ``self.ema.module``) that ``node`` mentions."""
+    found: set[str] = set()
+    for sub in index.descendants(node, (cst.Name, cst.Attribute)):
+        name = dotted_name(sub)
+        if name:
+            found.add(name)
+    return found
+
+
+def accumulation_steps(ctx: FileContext, finding: MicroBatchFinding) -> tuple[int, str] | None:
+    """How many micro-batches one optimizer step spans, and the setting that says so:
+    the ``k`` of the ``% k`` guard around the step, the ``gradient_accumulation_steps`` of
+    the module's ``Accelerator(...)``, or the ``range(k)`` of an inner micro-batch loop."""
+    from .run_length import RunLengths
+    from .values import ValueResolver
+
+    resolver = ctx.get(ValueResolver)
+
+    def number(expr: cst.BaseExpression | None) -> tuple[int, str] | None:
+        if expr is None:
+            return None
+        value = resolver.resolve(expr)
+        if value is None or not isinstance(value.value, int) or isinstance(value.value, bool):
+            return None
+        if value.value < 2:
+            return None
+        shown = ctx.code(expr)
+        return value.value, shown
+
+    if finding.kind == "guard" and finding.step is not None:
+        guard = finding.where
+        if isinstance(guard, cst.If):
+            for op in (guard.test, *ctx.index.descendants(guard.test, cst.BinaryOperation)):
+                if isinstance(op, cst.BinaryOperation) and isinstance(op.operator, cst.Modulo):
+                    found = number(op.right)
+                    if found is not None:
+                        return found
+        count, _ = ctx.get(RunLengths).guard_interval(finding.step)
+        return (count, str(count)) if count > 1 else None
+    if finding.kind == "accumulate":
+        for call in ctx.nodes(cst.Call):
+            for arg in call.args:
+                if arg.keyword is not None and arg.keyword.value == "gradient_accumulation_steps":
+                    found = number(arg.value)
+                    if found is not None:
+                        return found
+        return None
+    loop = finding.where
+    if isinstance(loop, cst.For) and isinstance(loop.iter, cst.Call):
+        func = loop.iter.func
+        if isinstance(func, cst.Name) and func.value == "range" and len(loop.iter.args) == 1:
+            return number(loop.iter.args[0].value)
+    return None

@@ -4,11 +4,17 @@ Real code writes the update a dozen ways: ``e.mul_(d).add_(p, alpha=1 - d)``,
 ``e.lerp_(p, 1 - d)``, ``e.copy_(e * d + p * (1 - d))``, EDM's
 ``e.copy_(p.detach().lerp(e, beta))``, ``e.data = d * e.data + (1 - d) * p.data``,
 ``torch._foreach_lerp_(ema_params, params, 1 - d)``, the legacy ``add_(1 - d, p)``, or
-``mul_`` and ``add_`` as two statements. This provider recognises them, says which operand
-is the shadow (the average being updated) and which the source, and gives the coefficient
-of each as an expression (resolve it with ``ValueResolver``), without judging them: the
-averaging model uses the shadow to find hand-made EMA copies; the EMA3xx rules judge the
-coefficients.
+``mul_`` and ``add_`` (``_foreach_mul_`` and ``_foreach_add_``) as two statements, the
+difference forms ``e.sub_((e - p) * k)`` / ``e.add_(p - e, alpha=k)``, and the rebinding
+forms that compute an average without writing it anywhere (``e = d * e + (1 - d) * p``,
+``e = e.lerp(p, w)``, ``sd[k] = ...`` on a dict from ``state_dict()``), also through a
+temporary (``t = d * s[k] + (1 - d) * p`` then ``s[k] = t.clone()``). This provider
+recognises them, says which operand is the shadow (the average being updated) and which the
+source, what each side is iterated from (``zip(ema.parameters(), model.parameters())``,
+``named_parameters()``, ``state_dict().items()``, a list built from them), and gives the
+coefficient of each as an expression (resolve it with ``ValueResolver``), without judging
+them: the averaging model uses the shadow to find hand-made EMA copies; the EMA3xx rules
+judge the coefficients, the binding and the grad mode.
 """
 
 from __future__ import annotations
@@ -19,8 +25,38 @@ import libcst as cst
 
 from .context import FileContext
 from .names import dotted_name
+from .values import ValueResolver
 
 _INPLACE = {"mul_", "add_", "lerp_", "copy_", "sub_"}
+# The methods that iterate a model's weights (what a side of an update is read from).
+WEIGHT_METHODS = frozenset(
+    {
+        "parameters",
+        "named_parameters",
+        "buffers",
+        "named_buffers",
+        "state_dict",
+        "trainable_variables",
+        "variables",
+    }
+)
+# Of those, the ones whose tensors autograd tracks (``state_dict()`` tensors are detached).
+GRAD_METHODS = frozenset({"parameters", "named_parameters", "trainable_variables"})
+# Calls that make a new tensor from a weight: a list of them is a copy, not the model's own.
+_COPYING = {
+    "clone",
+    "deepcopy",
+    "zeros_like",
+    "empty_like",
+    "ones_like",
+    "float",
+    "to",
+    "half",
+    "double",
+    "cpu",
+    "cuda",
+    "copy",
+}
 _CONTAINER_METHODS = {
     "parameters",
     "named_parameters",
@@ -56,6 +92,17 @@ class InPlaceUpdate:
     # What the loop iterates for each side: ``ema`` in ``zip(ema.parameters(), ...)``.
     shadow_container: cst.BaseExpression | None = None
     source_container: cst.BaseExpression | None = None
+    # The method each side is iterated from (``parameters``, ``named_parameters``,
+    # ``state_dict``, ``buffers``...), through names and ``list(...)``; None if unknown.
+    shadow_method: str | None = None
+    source_method: str | None = None
+    # A sign slip: ``e.add_((e - p) * k)`` moves the shadow away from the source. The weights
+    # are then those the update was meant to have (old 1 - k, new k).
+    away: bool = False
+    # The separate ``mul_`` (``_foreach_mul_``) call of a two-statement update.
+    first: cst.Call | None = None
+    # ``t = d * s[k] + (1 - d) * p`` when the update writes ``t`` back (``s[k] = t.clone()``).
+    temp: cst.Assign | None = None
 
 
 def strip_tensor(node: cst.BaseExpression) -> cst.BaseExpression:
@@ -89,19 +136,26 @@ def container_of(node: cst.BaseExpression) -> cst.BaseExpression:
 class InPlaceUpdates:
     """Every hand-written averaging update of the module."""
 
+    MAX_DEPTH = 6
+
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
         self.index = ctx.index
         self.updates: list[InPlaceUpdate] = []
         self._code: dict[int, str] = {}
+        self._resolver: ValueResolver | None = None
         for call in ctx.nodes(cst.Call):
             found = self._from_call(call)
             if found is not None:
                 self.updates.append(found)
         for assign in ctx.nodes(cst.Assign):
-            if not isinstance(assign.value, (cst.BinaryOperation, cst.Call)):
+            if not isinstance(assign.value, (cst.BinaryOperation, cst.Call, cst.Name)):
                 continue
             found = self._from_assign(assign)
+            if found is not None:
+                self.updates.append(found)
+        for aug in ctx.nodes(cst.AugAssign):
+            found = self._from_augassign(aug)
             if found is not None:
                 self.updates.append(found)
         self.updates.sort(key=lambda u: self.index.order[id(u.node)])
@@ -110,6 +164,44 @@ class InPlaceUpdates:
     def build(cls, ctx: FileContext) -> InPlaceUpdates:
         return cls(ctx)
 
+    # Public -----------------------------------------------------------------------------------
+    def statements(self, update: InPlaceUpdate) -> list[cst.CSTNode]:
+        """The statements that make up the update, in order (two for ``mul_`` then ``add_``,
+        or a temporary then its write-back)."""
+        found: list[cst.CSTNode] = []
+        for node in (update.first, update.temp, update.node):
+            if node is None:
+                continue
+            statement = self.index.statement(node)
+            if statement is not None and all(statement is not s for s in found):
+                found.append(statement)
+        return found
+
+    def discarded(self, update: InPlaceUpdate) -> str | None:
+        """Why the update's result never reaches the shadow, or None when it does.
+
+        ``"loop variable"``: ``e = ...`` rebinds the loop's own variable (``for e, p in
+        zip(...)``); ``"local name"``: it rebinds a local name bound from the shadow
+        (``s = sd[k]``) or a parameter, and nothing reads the name afterwards;
+        ``"state_dict"``: ``sd[k] = ...`` replaces an entry of a dict returned by
+        ``state_dict()`` (or ``dict(m.named_parameters())``) that is never loaded back.
+        """
+        node = update.node
+        if not isinstance(node, cst.Assign) or len(node.targets) != 1:
+            return None
+        target = node.targets[0].target
+        if isinstance(target, cst.Name):
+            return self._dead_name(node, target)
+        if isinstance(target, cst.Subscript):
+            return self._dead_entry(target)
+        return None
+
+    def container(self, expr: cst.BaseExpression) -> tuple[cst.BaseExpression, str | None]:
+        """What an iterable of tensors is read from: ``list(ema.parameters())`` -> (ema,
+        "parameters"), followed through names bound once; a list of clones is its own
+        container (method None)."""
+        return self._container(expr, 0)
+
     # Helpers --------------------------------------------------------------------------------
     def code(self, node: cst.CSTNode) -> str:
         key = id(node)
@@ -117,6 +209,12 @@ class InPlaceUpdates:
         if text is None:
             text = self._code[key] = cst.Module([]).code_for_node(node)
         return text
+
+    @property
+    def resolver(self) -> ValueResolver:
+        if self._resolver is None:
+            self._resolver = self.ctx.get(ValueResolver)
+        return self._resolver
 
     def _same(self, a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
         return self.code(strip_tensor(a)) == self.code(strip_tensor(b))
@@ -162,11 +260,12 @@ class InPlaceUpdates:
         if methods == ["add_"]:
             previous = self._previous_mul(call, root)
             if previous is None:
-                return None
+                return self._difference(call, root, 1, "add")
             source, new = _added(call)
             if source is None:
                 return None
-            return self._make(call, root, source, Coefficient(previous), new, "mul_add")
+            mul, weight = previous
+            return self._make(call, root, source, Coefficient(weight), new, "mul_add", first=mul)
         if methods == ["lerp_"] and call.args:
             source = call.args[0].value
             weight = _arg(call, 1, "weight")
@@ -176,14 +275,18 @@ class InPlaceUpdates:
                 call, root, source, Coefficient(weight, True), Coefficient(weight), "lerp"
             )
         if methods == ["copy_"] and call.args:
-            return self._combination(call, root, call.args[0].value, "copy")
+            value = call.args[0].value
+            found = self._combination(call, root, value, "copy")
+            if found is None:
+                found = self._through_temp(call, root, value, "copy")
+            return found
         if methods == ["sub_"] and call.args:
-            return self._difference(call, root, call.args[0].value)
+            return self._difference(call, root, -1, "sub")
         return None
 
-    def _previous_mul(self, call: cst.Call, root: cst.BaseExpression) -> cst.BaseExpression | None:
-        """``root.mul_(d)`` as the statement just before the one holding ``call``."""
-        statement = self.index.statement(call)
+    def _previous_statement(self, node: cst.CSTNode) -> cst.BaseSmallStatement | None:
+        """The single small statement just before the statement holding ``node``."""
+        statement = self.index.statement(node)
         block = self.index.parent(statement) if statement is not None else None
         body = getattr(block, "body", None)
         if not isinstance(body, (list, tuple)) or statement not in body:
@@ -194,7 +297,13 @@ class InPlaceUpdates:
         before = body[position - 1]
         if not isinstance(before, cst.SimpleStatementLine) or len(before.body) != 1:
             return None
-        expr = before.body[0]
+        return before.body[0]
+
+    def _previous_mul(
+        self, call: cst.Call, root: cst.BaseExpression
+    ) -> tuple[cst.Call, cst.BaseExpression] | None:
+        """``root.mul_(d)`` as the statement just before the one holding ``call``."""
+        expr = self._previous_statement(call)
         if not isinstance(expr, cst.Expr) or not isinstance(expr.value, cst.Call):
             return None
         mul = expr.value
@@ -204,11 +313,16 @@ class InPlaceUpdates:
             and mul.args
             and self._same(mul.func.value, root)
         ):
-            return mul.args[0].value
+            return mul, mul.args[0].value
         return None
 
     def _combination(
-        self, node: cst.CSTNode, target: cst.BaseExpression, expr: cst.BaseExpression, form: str
+        self,
+        node: cst.CSTNode,
+        target: cst.BaseExpression,
+        expr: cst.BaseExpression,
+        form: str,
+        temp: cst.Assign | None = None,
     ) -> InPlaceUpdate | None:
         """``target <- a*target + b*source`` or a ``lerp`` between the two."""
         if (
@@ -224,11 +338,23 @@ class InPlaceUpdates:
                 return None
             if self._same(end, target):  # EDM: p_net.lerp(p_ema, beta): beta on the shadow
                 return self._make(
-                    node, target, start, Coefficient(weight), Coefficient(weight, True), form
+                    node,
+                    target,
+                    start,
+                    Coefficient(weight),
+                    Coefficient(weight, True),
+                    form,
+                    temp=temp,
                 )
             if self._same(start, target):
                 return self._make(
-                    node, target, end, Coefficient(weight, True), Coefficient(weight), form
+                    node,
+                    target,
+                    end,
+                    Coefficient(weight, True),
+                    Coefficient(weight),
+                    form,
+                    temp=temp,
                 )
             return None
         terms = _terms(expr)
@@ -243,23 +369,76 @@ class InPlaceUpdates:
                 source, new = tensor, coefficient
         if old is None or source is None:
             return None
-        return self._make(node, target, source, Coefficient(old), Coefficient(new), form)
+        return self._make(node, target, source, Coefficient(old), Coefficient(new), form, temp=temp)
+
+    def _through_temp(
+        self,
+        node: cst.CSTNode,
+        target: cst.BaseExpression,
+        value: cst.BaseExpression,
+        form: str,
+    ) -> InPlaceUpdate | None:
+        """``t = d * s[k] + (1 - d) * p`` just before ``s[k] = t.clone()`` / ``s[k].copy_(t)``."""
+        name = strip_tensor(value)
+        if not isinstance(name, cst.Name):
+            return None
+        statement = self.index.statement(node)
+        block = self.index.parent(statement) if statement is not None else None
+        body = getattr(block, "body", None)
+        if not isinstance(body, (list, tuple)) or statement not in body:
+            return None
+        position = list(body).index(statement)
+        # The temporary is computed just before (a statement or two between at most).
+        for before in reversed(list(body)[max(0, position - 3) : position]):
+            if not isinstance(before, cst.SimpleStatementLine):
+                return None
+            for small in before.body:
+                if (
+                    isinstance(small, cst.Assign)
+                    and len(small.targets) == 1
+                    and isinstance(small.targets[0].target, cst.Name)
+                    and small.targets[0].target.value == name.value
+                ):
+                    return self._combination(node, target, small.value, form, temp=small)
+        return None
 
     def _difference(
-        self, call: cst.Call, target: cst.BaseExpression, expr: cst.BaseExpression
+        self, call: cst.Call, target: cst.BaseExpression, sign: int, form: str
     ) -> InPlaceUpdate | None:
-        """``e.sub_((e - p) * k)``: k is the weight on the new value."""
-        if not (isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply)):
-            return None
-        for diff, k in ((expr.left, expr.right), (expr.right, expr.left)):
-            if (
-                isinstance(diff, cst.BinaryOperation)
-                and isinstance(diff.operator, cst.Subtract)
-                and self._same(diff.left, target)
+        """``e.sub_((e - p) * k)``, ``e.add_(p - e, alpha=k)``, legacy ``e.add_(k, p - e)``:
+        k is the weight on the new value. The other sign moves away from ``p``."""
+        args = [a for a in call.args if not a.star]
+        positional = [a.value for a in args if a.keyword is None]
+        alpha = next((a.value for a in args if a.keyword and a.keyword.value == "alpha"), None)
+        pairs: list[tuple[cst.BaseExpression, cst.BaseExpression]] = []
+        if alpha is not None and len(positional) == 1:
+            pairs.append((positional[0], alpha))
+        elif len(positional) == 2 and _is_scalar_like(positional[0]):
+            pairs.append((positional[1], positional[0]))
+        elif len(positional) == 1:
+            expr = positional[0]
+            if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+                pairs += [(expr.left, expr.right), (expr.right, expr.left)]
+        for diff, k in pairs:
+            if not (
+                isinstance(diff, cst.BinaryOperation) and isinstance(diff.operator, cst.Subtract)
             ):
-                return self._make(
-                    call, target, diff.right, Coefficient(k, True), Coefficient(k), "sub"
-                )
+                continue
+            if self._same(diff.left, target) and not self._same(diff.right, target):
+                source, toward = diff.right, sign < 0
+            elif self._same(diff.right, target) and not self._same(diff.left, target):
+                source, toward = diff.left, sign > 0
+            else:
+                continue
+            return self._make(
+                call,
+                target,
+                source,
+                Coefficient(k, True),
+                Coefficient(k),
+                form,
+                away=not toward,
+            )
         return None
 
     def _foreach(self, call: cst.Call, name: str) -> InPlaceUpdate | None:
@@ -276,16 +455,85 @@ class InPlaceUpdates:
         alpha = _arg(call, 2, "alpha")
         if alpha is None:
             return None
-        return self._make(call, shadow, source, None, Coefficient(alpha), "foreach")
+        old: Coefficient | None = None
+        first: cst.Call | None = None
+        before = self._previous_statement(call)
+        if isinstance(before, cst.Expr) and isinstance(before.value, cst.Call):
+            mul = before.value
+            if (
+                isinstance(mul.func, cst.Attribute)
+                and mul.func.attr.value == "_foreach_mul_"
+                and len(mul.args) >= 2
+                and self._same(mul.args[0].value, shadow)
+            ):
+                old, first = Coefficient(mul.args[1].value), mul
+        return self._make(call, shadow, source, old, Coefficient(alpha), "foreach", first=first)
 
     # Assignments --------------------------------------------------------------------------------
     def _from_assign(self, node: cst.Assign) -> InPlaceUpdate | None:
-        if len(node.targets) != 1 or not isinstance(node.value, (cst.BinaryOperation, cst.Call)):
+        if len(node.targets) != 1 or not isinstance(
+            node.value, (cst.BinaryOperation, cst.Call, cst.Name)
+        ):
             return None
         target = node.targets[0].target
         if not isinstance(target, (cst.Name, cst.Attribute, cst.Subscript)):
             return None
-        return self._combination(node, target, node.value, "assign")
+        found = None
+        if not isinstance(node.value, cst.Name):
+            found = self._combination(node, target, node.value, "assign")
+        if found is None:
+            found = self._through_temp(node, target, node.value, "assign")
+        return found
+
+    def _from_augassign(self, node: cst.AugAssign) -> InPlaceUpdate | None:
+        """``e -= (1 - d) * (e - p)`` (TF's formula), ``e += k * (p - e)``; or ``e *= d``
+        followed by ``e += (1 - d) * p``."""
+        target = node.target
+        if not isinstance(target, (cst.Name, cst.Attribute, cst.Subscript)):
+            return None
+        operator = node.operator
+        if not isinstance(operator, (cst.AddAssign, cst.SubtractAssign)):
+            return None
+        sign = 1 if isinstance(operator, cst.AddAssign) else -1
+        value = node.value
+        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
+            for diff, k in ((value.left, value.right), (value.right, value.left)):
+                if not (
+                    isinstance(diff, cst.BinaryOperation)
+                    and isinstance(diff.operator, cst.Subtract)
+                ):
+                    continue
+                if self._same(diff.left, target) and not self._same(diff.right, target):
+                    source, toward = diff.right, sign < 0
+                elif self._same(diff.right, target) and not self._same(diff.left, target):
+                    source, toward = diff.left, sign > 0
+                else:
+                    continue
+                return self._make(
+                    node,
+                    target,
+                    source,
+                    Coefficient(k, True),
+                    Coefficient(k),
+                    "augassign",
+                    away=not toward,
+                )
+        if sign < 0:
+            return None
+        terms = _terms(value)
+        if not terms or len(terms) != 1:
+            return None
+        before = self._previous_statement(node)
+        if (
+            isinstance(before, cst.AugAssign)
+            and isinstance(before.operator, cst.MultiplyAssign)
+            and self._same(before.target, target)
+        ):
+            source, weight = terms[0]
+            return self._make(
+                node, target, source, Coefficient(before.value), Coefficient(weight), "augassign"
+            )
+        return None
 
     # Result -----------------------------------------------------------------------------------
     def _make(
@@ -296,18 +544,38 @@ class InPlaceUpdates:
         old: Coefficient | None,
         new: Coefficient | None,
         form: str,
+        *,
+        away: bool = False,
+        first: cst.Call | None = None,
+        temp: cst.Assign | None = None,
     ) -> InPlaceUpdate:
-        loop, shadow_container, source_container = self._loop_binding(node, shadow, source)
+        loop, shadow_side, source_side = self._loop_binding(node, shadow, source)
         return InPlaceUpdate(
-            node, shadow, source, old, new, form, loop, shadow_container, source_container
+            node,
+            shadow,
+            source,
+            old,
+            new,
+            form,
+            loop,
+            shadow_side[0],
+            source_side[0],
+            shadow_side[1],
+            source_side[1],
+            away,
+            first,
+            temp,
         )
 
     def _loop_binding(
         self, node: cst.CSTNode, shadow: cst.BaseExpression, source: cst.BaseExpression | None
-    ) -> tuple[cst.For | None, cst.BaseExpression | None, cst.BaseExpression | None]:
-        """The ``for e, p in zip(X..., Y...)`` binding the two tensors, and X and Y."""
+    ) -> tuple[cst.For | None, _Side, _Side]:
+        """The ``for e, p in zip(X..., Y...)`` binding the two tensors, and what X and Y are
+        (the container and the method iterated)."""
+        none: _Side = (None, None)
         shadow_name = _root_name(strip_tensor(shadow))
         source_name = _root_name(strip_tensor(source)) if source is not None else None
+        source_side = self._subscript_side(source)
         for ancestor in self.index.ancestors(node):
             if not isinstance(ancestor, cst.For):
                 continue
@@ -321,30 +589,310 @@ class InPlaceUpdates:
                 and len(iterable.args) >= 2
             ):
                 positions = _zip_positions(ancestor.target)
-                containers = [container_of(a.value) for a in iterable.args]
-                shadow_c = source_c = None
-                if shadow_name in positions and positions[shadow_name] < len(containers):
-                    shadow_c = containers[positions[shadow_name]]
+                sides = [
+                    self._container(a.value, 0)
+                    for a in iterable.args
+                    if a.keyword is None and not a.star
+                ]
+                shadow_s: _Side = none
+                source_s: _Side = source_side
+                if shadow_name in positions and positions[shadow_name] < len(sides):
+                    shadow_s = sides[positions[shadow_name]]
                 if (
                     source_name is not None
                     and source_name in positions
-                    and positions[source_name] < len(containers)
+                    and positions[source_name] < len(sides)
                 ):
-                    source_c = containers[positions[source_name]]
-                return ancestor, shadow_c, source_c
-            return ancestor, container_of(iterable), None
-        if isinstance(shadow, cst.Subscript):
-            return None, container_of(shadow.value), None
-        return None, None, None
+                    source_s = sides[positions[source_name]]
+                return ancestor, shadow_s, source_s
+            return ancestor, self._container(iterable, 0), source_side
+        stripped = strip_tensor(shadow)
+        if isinstance(stripped, cst.Name):
+            # ``s = ema_sd[name]`` earlier in the block: the update is of that entry.
+            alias = self._alias(node, stripped.value)
+            if alias is not None:
+                stripped = alias
+        if isinstance(stripped, cst.Subscript):
+            shadow_s = self._subscript_side(stripped)
+            if shadow_s[1] is None:
+                shadow_s = (container_of(stripped.value), None)
+            # ``for name, p in model.named_parameters(): shadow[name]...``: the loop that
+            # binds the source.
+            if source_name is not None:
+                for ancestor in self.index.ancestors(node):
+                    if isinstance(ancestor, cst.For) and source_name in _for_targets(ancestor):
+                        if source_side[1] is None:
+                            source_side = self._container(ancestor.iter, 0)
+                        return ancestor, shadow_s, source_side
+            return None, shadow_s, source_side
+        if isinstance(shadow, (cst.Name, cst.Attribute, cst.Call)) and source is not None:
+            # ``torch._foreach_lerp_(ema_params, params, w)``: lists built from the weights.
+            shadow_s = self._container(shadow, 0)
+            source_s = self._container(source, 0)
+            if shadow_s[1] is not None or source_s[1] is not None:
+                return None, shadow_s, source_s
+        return None, none, source_side
+
+    def _alias(self, node: cst.CSTNode, name: str) -> cst.Subscript | None:
+        """``name = X[k]`` (or ``X[k].data``) as an earlier statement of the same block."""
+        statement = self.index.statement(node)
+        block = self.index.parent(statement) if statement is not None else None
+        body = getattr(block, "body", None)
+        if not isinstance(body, (list, tuple)) or statement not in body:
+            return None
+        for before in reversed(list(body)[: list(body).index(statement)]):
+            if not isinstance(before, cst.SimpleStatementLine):
+                continue
+            for small in before.body:
+                if (
+                    isinstance(small, cst.Assign)
+                    and len(small.targets) == 1
+                    and isinstance(small.targets[0].target, cst.Name)
+                    and small.targets[0].target.value == name
+                ):
+                    value = strip_tensor(small.value)
+                    return value if isinstance(value, cst.Subscript) else None
+        return None
+
+    def _subscript_side(self, node: cst.BaseExpression | None) -> _Side:
+        """``msd[k]`` with ``msd = model.state_dict()``: (model, "state_dict")."""
+        node = strip_tensor(node) if node is not None else None
+        if not isinstance(node, cst.Subscript):
+            return (None, None)
+        container, method = self._container(node.value, 0)
+        if method is None:
+            return (None, None)
+        return container, method
+
+    def _container(
+        self, expr: cst.BaseExpression, depth: int
+    ) -> tuple[cst.BaseExpression, str | None]:
+        node = expr
+        while (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Name)
+            and node.func.value in ("list", "tuple", "iter", "dict")
+            and len(node.args) == 1
+            and node.args[0].keyword is None
+            and not node.args[0].star
+        ):
+            node = node.args[0].value
+        if isinstance(node, (cst.ListComp, cst.GeneratorExp, cst.DictComp)):
+            clause = node.for_in
+            element = node.value if isinstance(node, cst.DictComp) else node.elt
+            if clause.inner_for_in is not None or _copies(element):
+                return expr, None
+            element = strip_tensor(element)
+            if isinstance(element, cst.Name) and element.value in _names_in(clause.target):
+                found, method = self._container(clause.iter, depth + 1)
+                if method is not None:
+                    return found, method
+            return expr, None
+        method = _method_of(node)
+        if method is not None:
+            return container_of(node), method
+        if depth < self.MAX_DEPTH and isinstance(node, (cst.Name, cst.Attribute)):
+            value = self.resolver.assigned_value(node)
+            if value is not None:
+                found, method = self._container(value, depth + 1)
+                if method is not None:
+                    return found, method
+        return container_of(expr), None
+
+    # What becomes of the result ---------------------------------------------------------------
+    def _dead_name(self, assign: cst.Assign, name: cst.Name) -> str | None:
+        scope = self.index.enclosing(assign, cst.FunctionDef, cst.Lambda, cst.ClassDef)
+        if isinstance(scope, (cst.Lambda, cst.ClassDef)):
+            return None
+        for declaration in (*self.ctx.nodes(cst.Global), *self.ctx.nodes(cst.Nonlocal)):
+            if self.index.enclosing(declaration, cst.FunctionDef) is scope and any(
+                item.name.value == name.value
+                for item in declaration.names  # type: ignore[attr-defined]
+            ):
+                return None
+        kind = self._previous_binding(assign, name.value, scope)
+        if kind is None:
+            return None
+        if self._read_after(assign, name.value, scope):
+            return None
+        return kind
+
+    def _previous_binding(
+        self, assign: cst.Assign, name: str, scope: cst.CSTNode | None
+    ) -> str | None:
+        """How ``name`` was bound before ``assign``: the enclosing ``for`` (no other loop in
+        between), a ``name = X[...]`` / ``X.attr`` earlier in the same block, or a parameter
+        of the function (outside any loop)."""
+        statement = self.index.statement(assign)
+        loops_between = False
+        for ancestor in self.index.ancestors(assign):
+            if ancestor is scope:
+                break
+            if isinstance(ancestor, cst.For) and name in _names_in(ancestor.target):
+                return None if loops_between else "loop variable"
+            if isinstance(ancestor, (cst.For, cst.While)):
+                loops_between = True
+        block = self.index.parent(statement) if statement is not None else None
+        body = getattr(block, "body", None)
+        if isinstance(body, (list, tuple)) and statement in body:
+            for before in reversed(list(body)[: list(body).index(statement)]):
+                if not isinstance(before, cst.SimpleStatementLine):
+                    continue
+                for small in before.body:
+                    if (
+                        isinstance(small, cst.Assign)
+                        and len(small.targets) == 1
+                        and isinstance(small.targets[0].target, cst.Name)
+                        and small.targets[0].target.value == name
+                    ):
+                        value = strip_tensor(small.value)
+                        if isinstance(value, (cst.Subscript, cst.Attribute)):
+                            return "local name"
+                        return None
+        if isinstance(scope, cst.FunctionDef) and not loops_between:
+            params = scope.params
+            every = (*params.posonly_params, *params.params, *params.kwonly_params)
+            if any(p.name.value == name for p in every):
+                return "local name"
+        return None
+
+    def _read_after(self, assign: cst.Assign, name: str, scope: cst.CSTNode | None) -> bool:
+        """Whether ``name`` is read after ``assign`` before it is bound again."""
+        statement = self.index.statement(assign) or assign
+        root = scope if scope is not None else self.ctx.module
+        events = [
+            n
+            for n in self.index.descendants(root, cst.Name)
+            if n.value == name  # type: ignore[attr-defined]
+            and self.index.is_before(statement, n)
+            and not self.index.contains(statement, n)
+            and self._scope_of(n) is scope
+        ]
+        for occurrence in events:
+            store = self._is_store(occurrence)
+            if store is None:
+                continue
+            return not store
+        return False
+
+    def _scope_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        found = self.index.enclosing(node, cst.FunctionDef, cst.Lambda, cst.ClassDef)
+        return found
+
+    def _is_store(self, name: cst.CSTNode) -> bool | None:
+        """True for a binding, False for a read, None for neither (a comprehension's own)."""
+        child: cst.CSTNode = name
+        for parent in self.index.ancestors(name):
+            if isinstance(parent, (cst.Tuple, cst.List, cst.StarredElement, cst.Element)):
+                child = parent
+                continue
+            if isinstance(parent, cst.AssignTarget):
+                return True
+            if isinstance(parent, cst.For) and parent.target is child:
+                return True
+            if isinstance(parent, cst.CompFor) and parent.target is child:
+                return None
+            if isinstance(parent, cst.AsName):
+                return True
+            if isinstance(parent, cst.NamedExpr) and parent.target is child:
+                return True
+            return isinstance(parent, cst.Del)
+        return False
+
+    def _dead_entry(self, target: cst.Subscript) -> str | None:
+        """``sd[k] = ...`` on a dict made by ``state_dict()`` that is never loaded back."""
+        base = target.value
+        if isinstance(base, cst.Call) and _method_of(base) in ("state_dict", "named_parameters"):
+            return "state_dict"
+        if not isinstance(base, cst.Name):
+            return None
+        value = self.resolver.assigned_value(base)
+        if value is None:
+            return None
+        inner = value
+        if (
+            isinstance(inner, cst.Call)
+            and isinstance(inner.func, cst.Name)
+            and inner.func.value == "dict"
+            and len(inner.args) == 1
+        ):
+            inner = inner.args[0].value
+        if not (
+            isinstance(inner, cst.Call)
+            and isinstance(inner.func, cst.Attribute)
+            and inner.func.attr.value in ("state_dict", "named_parameters", "named_buffers")
+        ):
+            return None
+        if inner.func.attr.value != "state_dict" and inner is value:
+            return None  # a bare generator of pairs, not a dict
+        scope = self.index.enclosing(base, cst.FunctionDef, cst.Lambda, cst.ClassDef)
+        root = scope if scope is not None else self.ctx.module
+        for occurrence in self.index.descendants(root, cst.Name):
+            if occurrence.value != base.value or self._scope_of(occurrence) is not scope:  # type: ignore[attr-defined]
+                continue
+            if not self._dict_only_use(occurrence):
+                return None
+        return "state_dict"
+
+    def _dict_only_use(self, name: cst.CSTNode) -> bool:
+        """``sd[k]``, ``sd.items()``, ``k in sd``, ``len(sd)``, or the binding itself: uses
+        that never hand the dict to anything that could load it."""
+        parent = self.index.parent(name)
+        if isinstance(parent, cst.Subscript) and parent.value is name:
+            return True
+        if isinstance(parent, cst.AssignTarget):
+            return True
+        if isinstance(parent, cst.Attribute) and parent.value is name:
+            return parent.attr.value in ("items", "keys", "values", "get")
+        if isinstance(parent, cst.ComparisonTarget):
+            return True
+        if isinstance(parent, cst.Arg):
+            call = self.index.parent(parent)
+            return isinstance(call, cst.Call) and dotted_name(call.func) == "len"
+        return False
 
 
-def _root_name(node: cst.BaseExpression | None) -> str | None:
-    while isinstance(node, (cst.Attribute, cst.Subscript)):
-        node = node.value
-    return node.value if isinstance(node, cst.Name) else None
+_Side = tuple  # (container expression or None, method or None)
 
 
-def _for_targets(loop: cst.For) -> set[str]:
+def _method_of(node: cst.BaseExpression) -> str | None:
+    """The weight method a chain iterates: ``m.state_dict().items()`` -> "state_dict"."""
+    while True:
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            attr = node.func.attr.value
+            if attr in WEIGHT_METHODS:
+                return attr
+            if attr in ("values", "items"):
+                node = node.func.value
+                continue
+            return None
+        if isinstance(node, cst.Attribute) and node.attr.value in (
+            "trainable_variables",
+            "variables",
+        ):
+            return node.attr.value
+        return None
+
+
+def _copies(node: cst.BaseExpression) -> bool:
+    """The expression makes a new tensor (``p.detach().clone()``, ``deepcopy(v)``)."""
+    while True:
+        if isinstance(node, cst.Call):
+            func = node.func
+            name = func.attr.value if isinstance(func, cst.Attribute) else dotted_name(func)
+            if name is not None and name.rsplit(".", 1)[-1] in _COPYING:
+                return True
+            if isinstance(func, cst.Attribute):
+                node = func.value
+                continue
+            return False
+        if isinstance(node, cst.Attribute):
+            node = node.value
+            continue
+        return False
+
+
+def _names_in(target: cst.BaseExpression) -> set[str]:
     found: set[str] = set()
 
     def walk(node: cst.BaseExpression) -> None:
@@ -354,8 +902,18 @@ def _for_targets(loop: cst.For) -> set[str]:
             for element in node.elements:
                 walk(element.value)
 
-    walk(loop.target)
+    walk(target)
     return found
+
+
+def _root_name(node: cst.BaseExpression | None) -> str | None:
+    while isinstance(node, (cst.Attribute, cst.Subscript)):
+        node = node.value
+    return node.value if isinstance(node, cst.Name) else None
+
+
+def _for_targets(loop: cst.For) -> set[str]:
+    return _names_in(loop.target)
 
 
 def _zip_positions(target: cst.BaseExpression) -> dict[str, int]:
@@ -396,7 +954,15 @@ def _added(call: cst.Call) -> tuple[cst.BaseExpression | None, Coefficient | Non
         if terms and len(terms) == 1:
             tensor, coefficient = terms[0]
             return tensor, Coefficient(coefficient)
+        tensor = positional[0]
+        if isinstance(strip_tensor(tensor), (cst.Name, cst.Attribute, cst.Subscript)) and not (
+            _is_scalar_like(tensor)
+        ):
+            return tensor, Coefficient(_ONE)  # ``add_(p)``: alpha defaults to 1
     return None, None
+
+
+_ONE = cst.Integer("1")
 
 
 def _is_scalar_like(node: cst.BaseExpression) -> bool:

@@ -130,6 +130,8 @@ _DATACLASS_DECORATORS = {
 }
 _DATACLASS_BASES = {"BaseModel", "BaseSettings", "NamedTuple", "PretrainedConfig"}
 _FIELD_FUNCTIONS = {"field", "ib", "attrib", "Field"}
+# Methods that return their receiver (``EMA(model).to(device)`` is still an ``EMA``).
+_SAME_OBJECT = {"to", "cuda", "cpu", "eval", "train", "float", "half", "requires_grad_"}
 
 
 def literal_number(node: cst.BaseExpression) -> int | float | None:
@@ -268,6 +270,13 @@ class ValueResolver:
         """The bindings of a name as seen where it is used (None: not bound in the module)."""
         return self._lookup(name.value, self._scope_of(name))
 
+    def visible(self, name: str, at: cst.CSTNode) -> list[Binding] | None:
+        """The bindings ``name`` would have if it were written at ``at`` (None: unbound).
+
+        For fixes that write a name somewhere new: the list is the same object as
+        ``bindings_of`` returns for a use of the same binding, so ``is`` compares them."""
+        return self._lookup(name, self._scope_of(at))
+
     def callers(self, function: cst.FunctionDef) -> list[cst.Call]:
         """In-module calls of ``function``: ``f(...)``, ``self.f(...)``, ``Class(...)``."""
         return self._callers(function)
@@ -282,6 +291,63 @@ class ValueResolver:
     def self_assignments(self, cls: cst.ClassDef) -> dict[str, list[cst.BaseExpression | None]]:
         """``self.x = value`` in the methods of ``cls``, by attribute (None: augmented)."""
         return self._self_attributes(cls)
+
+    def assigned_value(self, node: cst.BaseExpression) -> cst.BaseExpression | None:
+        """The one expression a name (seen where ``node`` is) or ``self.x`` is assigned, when
+        it is assigned exactly once; None otherwise."""
+        if isinstance(node, cst.Name):
+            bindings = self.bindings_of(node) or []
+            if len(bindings) == 1 and bindings[0].kind == "assign":
+                return bindings[0].value
+            return None
+        if (
+            isinstance(node, cst.Attribute)
+            and isinstance(node.value, cst.Name)
+            and node.value.value == "self"
+        ):
+            cls = self.class_of_self(node)
+            if cls is None:
+                return None
+            values = self.self_assignments(cls).get(node.attr.value, [])
+            if len(values) == 1:
+                return values[0]
+        return None
+
+    def instance_class(self, node: cst.BaseExpression, depth: int = 0) -> cst.ClassDef | None:
+        """The module class ``node`` is an instance of: ``ema`` after ``ema = EMA(model)``
+        (also ``EMA(model).to(device)``), ``self.ema`` assigned so in a method, or a
+        parameter every in-module caller passes one to."""
+        if depth > self.MAX_DEPTH:
+            return None
+        while (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in _SAME_OBJECT
+        ):
+            node = node.func.value
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name):
+            classes = self._class_table().get(node.func.value, [])
+            return classes[0] if len(classes) == 1 else None
+        if not isinstance(node, (cst.Name, cst.Attribute)):
+            return None
+        value = self.assigned_value(node)
+        if value is not None:
+            return self.instance_class(value, depth + 1)
+        if isinstance(node, cst.Name):
+            bindings = self.bindings_of(node) or []
+            if len(bindings) == 1 and bindings[0].kind == "param":
+                binding = bindings[0]
+                function = binding.function
+                if isinstance(function, cst.FunctionDef) and binding.param is not None:
+                    found: cst.ClassDef | None = None
+                    for call in self.callers(function):
+                        arg = self.argument_for(function, binding.param, call)
+                        cls = self.instance_class(arg, depth + 1) if arg is not None else None
+                        if cls is None or (found is not None and cls is not found):
+                            return None
+                        found = cls
+                    return found
+        return None
 
     def class_of_self(self, node: cst.CSTNode) -> cst.ClassDef | None:
         """The class whose method holds ``node`` (what ``self`` is there)."""

@@ -157,3 +157,19 @@ def test_semantics_table_lists_both_sides() -> None:
     assert "`mmengine.model.ExponentialMovingAverage`" in table
     assert "weight on the new value" in table and "weight on the old average" in table
     assert "averages gradients, not weights" in table
+
+
+def test_model_copy_facts_for_the_loop_rules() -> None:
+    """Where the averaged model lives, whether it is a module, frozen, unwraps its source."""
+    averaged = API_TABLE.get("torch.optim.swa_utils.AveragedModel")
+    assert averaged.model_copy == "module" and averaged.is_module
+    assert not averaged.frozen_on_init and not averaged.accepts_wrapped
+    v3 = API_TABLE.get("timm.utils.ModelEmaV3")
+    assert v3.eval_on_init and v3.frozen_on_init and v3.is_module and v3.cpu_documented
+    yolo = API_TABLE.get("ultralytics.utils.torch_utils.ModelEMA")
+    assert yolo.model_copy == "ema" and not yolo.is_module and yolo.accepts_wrapped
+    assert API_TABLE.get("ema_pytorch.EMA").cpu_offload == ("allow_different_devices", True)
+    assert API_TABLE.get("mmengine.model.ExponentialMovingAverage").model_copy == "module"
+    # Tensor-only APIs hold no model to run.
+    assert API_TABLE.get("diffusers.training_utils.EMAModel").model_copy is None
+    assert API_TABLE.get("torch_ema.ExponentialMovingAverage").model_copy is None

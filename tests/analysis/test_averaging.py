@@ -183,3 +183,162 @@ def test_name_tokens() -> None:
     assert is_averaged_name("model_ema") and is_averaged_name("ema") and is_averaged_name("avg_net")
     assert is_averaged_name("momentum_encoder") and is_averaged_name("target_q")
     assert not is_averaged_name("schema") and not is_averaged_name("cinema_model")
+
+
+def test_hand_written_updates_of_weights_and_of_other_things() -> None:
+    from ema_lint.analysis.updates import InPlaceUpdates
+
+    ctx, found = objects(
+        """
+import copy
+
+ema = copy.deepcopy(model).requires_grad_(False)
+loss_ema = copy.deepcopy(model)
+params_ema = [p.detach().clone() for p in model.parameters()]
+for e, p in zip(ema.parameters(), model.parameters()):
+    e.mul_(0.999).add_(p, alpha=0.001)
+for e, p in zip(params_ema, model.parameters()):
+    e.mul_(0.999).add_(p, alpha=0.001)
+for name, p in model.named_parameters():
+    exp_avg[name].mul_(0.9).add_(p.grad, alpha=0.1)
+for p, e in zip(model.parameters(), ema.parameters()):
+    p.mul_(0.5).add_(e, alpha=0.5)
+for e, p in zip(loss_ema.parameters(), model.parameters()):
+    e.mul_(0.9).add_(p, alpha=0.1)
+buf.mul_(momentum).add_(grad)
+
+def update_model_with_ema(model, ema_model):
+    for p, e in zip(model.parameters(), ema_model.parameters()):
+        p.mul_(0.1).add_(e, alpha=0.9)
+"""
+    )
+    updates = ctx.get(InPlaceUpdates).updates
+    verdicts = [found.averages_weights(u) for u in updates]
+    # ema, a list of copies, Adam-like gradient average, the live model pulled toward the
+    # average, a loss average by name, SGD momentum, the live model pulled toward an average
+    # that the module never binds.
+    assert verdicts == [True, True, False, False, False, False, False]
+    ema = by_name(found, "ema")
+    assert found.of_update(updates[0]) is ema
+    assert found.of_update(updates[1]).names == ["params_ema"]
+    assert found.of_update(updates[2]) is None
+    assert ema.module_copy and found.parameters_frozen(ema) is True
+
+
+def test_parameters_frozen() -> None:
+    _, found = objects(
+        """
+import copy
+
+ema_plain = copy.deepcopy(model)
+ema_later = copy.deepcopy(model)
+ema_later.requires_grad_(False)
+ema_looped = copy.deepcopy(model)
+for p in ema_looped.parameters():
+    p.requires_grad = False
+ema_called = copy.deepcopy(model)
+for p in ema_called.parameters():
+    p.requires_grad_(False)
+ema_shadow = {k: v.clone() for k, v in model.state_dict().items()}
+for k, v in model.state_dict().items():
+    ema_shadow[k] = 0.99 * ema_shadow[k] + 0.01 * v
+"""
+    )
+    names = {n: o for o in found.objects for n in o.names}
+    assert found.parameters_frozen(names["ema_plain"]) is False
+    assert found.parameters_frozen(names["ema_later"]) is True
+    assert found.parameters_frozen(names["ema_looped"]) is True
+    assert found.parameters_frozen(names["ema_called"]) is True
+    assert found.parameters_frozen(names["ema_shadow"]) is None
+
+
+def test_attributes_of_instances_of_the_module_classes() -> None:
+    ctx, found = objects(
+        """
+import copy
+
+class ModelEMA:
+    def __init__(self, model):
+        self.ema = copy.deepcopy(model).eval()
+
+trainer_ema = ModelEMA(model)
+trainer_ema.ema.eval()
+"""
+    )
+    [obj] = found.objects
+    [call] = calls_named(ctx, "eval")[1:]
+    assert found.for_expression(call.func.value) is obj
+
+
+def test_updates_must_be_named_as_averages_unless_an_api_makes_them() -> None:
+    from ema_lint.analysis.updates import InPlaceUpdates
+
+    ctx, found = objects(
+        """
+import copy
+
+def interpolate(model_a, model_b, t):
+    merged = copy.deepcopy(model_a)
+    for m, b in zip(merged.parameters(), model_b.parameters()):
+        m.mul_(1 - t).add_(b, alpha=t)
+
+def step(avg_model, model):
+    for a, p in zip(avg_model.parameters(), model.parameters()):
+        a.mul_(0.99).add_(p, alpha=0.01)
+
+avg_model = copy.deepcopy(model)
+step(avg_model, model)
+
+def _momentum_update_key_encoder(encoder_q, encoder_k):
+    for q, k in zip(encoder_q.parameters(), encoder_k.parameters()):
+        k.mul_(0.99).add_(q, alpha=0.01)
+
+def helper(a, b):
+    for x, y in zip(a.parameters(), b.parameters()):
+        x.mul_(0.99).add_(y, alpha=0.01)
+"""
+    )
+    verdicts = [found.averages_weights(u) for u in ctx.get(InPlaceUpdates).updates]
+    # Merging is not an average; a deepcopy named avg is; so is a function named for a
+    # momentum update; an anonymous helper is not judged.
+    assert verdicts == [False, True, True, False]
+
+
+def test_names_an_average_and_the_trigger_group_agree() -> None:
+    from ema_lint.analysis.averaging import UPDATE_TRIGGER_GROUPS, names_an_average
+    from ema_lint.prefilter import PreFilter
+    from ema_lint.rule import Rule
+
+    class Probe(Rule):
+        code = "EMA997"
+        name = "probe"
+        triggers = ()
+        trigger_groups = UPDATE_TRIGGER_GROUPS
+
+    prefilter = PreFilter([Probe])
+    for name in (
+        "ema",
+        "model_ema",
+        "modelEMA",
+        "EmaModel",
+        "v2ema",
+        "self.shadow[k]",
+        "polyak_update",
+        "Teacher",
+        "_momentum_update_key_encoder",
+        "soft_update",
+    ):
+        assert names_an_average(name), name
+        for before in (" ", "(", ".", "[", "\n", "*", "_"):
+            text = f"for p in x.parameters(): pass\n{before}{name} = 1\n"
+            assert prefilter.matches(text), (name, before)
+    for name in ("remaining", "schema", "exp_avg", "swap", "merged", "encoder_k"):
+        assert not names_an_average(name), name
+
+
+def test_deepcopy_under_another_name_makes_a_hand_made_copy() -> None:
+    _, found = objects(
+        "from copy import deepcopy as dc\nimport copy as cp\n"
+        "ema = dc(model)\nshadow = cp.deepcopy(model)\nother = dc(model)\n"
+    )
+    assert sorted(n for o in found.objects for n in o.names) == ["ema", "shadow"]

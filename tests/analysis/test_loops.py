@@ -241,3 +241,142 @@ def test_validation_function_names() -> None:
     )
     names = {fn.name.value for fn in loops.functions if loops.is_validation_function(fn)}
     assert names == {"validate", "evaluate_ema", "run_eval"}
+
+
+# Placement: before the step, and planning a move -------------------------------------------
+from ema_lint.analysis.loops import Placement, accumulation_steps  # noqa: E402
+
+
+def test_update_before_step_in_the_loop_and_in_a_step_helper() -> None:
+    loops, ctx = model(
+        "class T:\n"
+        "    def optimizer_step(self):\n"
+        "        self.ema.update(self.model)\n"
+        "        self.opt.step()\n"
+        "    def fit(self, loader, opt, ema):\n"
+        "        for x in loader:\n"
+        "            ema.update(self.model)\n"
+        "            self.model(x).sum().backward()\n"
+        "            self.optimizer_step()\n"
+        "            ema.update_parameters(self.model)\n"
+    )
+    placement = Placement(loops)
+    in_helper = placement.before_step(call(ctx, "self.ema.update(self.model)"))
+    assert in_helper is not None and ctx.code(in_helper.step) == "self.opt.step()"
+    assert in_helper.loop is None and in_helper.function.name.value == "optimizer_step"
+    at_top = placement.before_step(call(ctx, "ema.update(self.model)"))
+    assert at_top is not None and ctx.code(at_top.step) == "self.optimizer_step()"
+    assert placement.before_step(call(ctx, "ema.update_parameters(self.model)")) is None
+
+
+def test_a_step_in_an_inner_loop_is_not_the_same_iteration() -> None:
+    loops, ctx = model(
+        "def fit(loader, opt, swa, model):\n"
+        "    for epoch in range(3):\n"
+        "        swa.update_parameters(model)\n"
+        "        for x in loader:\n"
+        "            model(x).sum().backward()\n"
+        "            opt.step()\n"
+    )
+    assert Placement(loops).before_step(call(ctx, "swa.update_parameters(model)")) is None
+
+
+def test_movable_statement_climbs_only_through_blocks_that_hold_the_update() -> None:
+    loops, ctx = model(
+        "import torch\n"
+        "def fit(loader, opt, ema, model, log):\n"
+        "    for i, x in enumerate(loader):\n"
+        "        model(x).sum().backward()\n"
+        "        if (i + 1) % 4 == 0:\n"
+        "            opt.step()\n"
+        "        if ema is not None:\n"
+        "            with torch.no_grad():\n"
+        "                ema.update(model)\n"
+        "        if log:\n"
+        "            ema.update_parameters(model)\n"
+        "            print(i)\n"
+    )
+    placement = Placement(loops)
+    [loop] = loops.step_loops
+    update = call(ctx, "ema.update(model)")
+    moved = placement.movable(update, {id(update)}, within=loop)
+    assert isinstance(moved, cst.If) and ctx.code(moved.test) == "ema is not None"
+    other = call(ctx, "ema.update_parameters(model)")
+    assert placement.movable(other, {id(other)}, within=loop) is None  # would leave `if log:`
+    target = placement.after_step(call(ctx, "opt.step()"), loop)
+    assert ctx.code(target).strip() == "opt.step()"
+    assert not placement.conflicts(moved, target, ["ema"])
+
+
+def test_conditional_step_keeps_the_update_inside_and_if_else_goes_after() -> None:
+    loops, ctx = model(
+        "def fit(loader, opt, scaler, ema, model, use_amp):\n"
+        "    for x in loader:\n"
+        "        model(x).sum().backward()\n"
+        "        if use_amp:\n"
+        "            scaler.step(opt)\n"
+        "        else:\n"
+        "            opt.step()\n"
+        "        if x.valid:\n"
+        "            opt.step()\n"
+    )
+    placement = Placement(loops)
+    [loop] = loops.step_loops
+    both = placement.after_step(call(ctx, "scaler.step(opt)"), loop)
+    assert isinstance(both, cst.If) and ctx.code(both.test) == "use_amp"
+    conditional = placement.after_step(call(ctx, "opt.step()", 1), loop)
+    assert ctx.code(conditional).strip() == "opt.step()"
+
+
+def test_move_conflicts_with_reads_of_the_object_and_writes_of_its_inputs() -> None:
+    loops, ctx = model(
+        "def fit(loader, opt, ema, model, log):\n"
+        "    for i, x in enumerate(loader):\n"
+        "        model(x).sum().backward()\n"
+        "        if (i + 1) % 4 == 0:\n"
+        "            opt.step()\n"
+        "        decay = 0.999\n"
+        "        ema.update(model, decay)\n"
+    )
+    placement = Placement(loops)
+    [loop] = loops.step_loops
+    update = call(ctx, "ema.update(model, decay)")
+    moved = placement.movable(update, {id(update)}, within=loop)
+    target = placement.after_step(call(ctx, "opt.step()"), loop)
+    assert placement.conflicts(moved, target, ["ema"])  # decay is assigned in between
+
+
+def test_accumulation_steps_from_the_guard_the_accelerator_and_range() -> None:
+    loops, ctx = model(ACCUMULATION.replace("accum_steps):", "accum_steps=4):"))
+    finding = loops.runs_per_micro_batch(call(ctx, "ema.update_parameters(model)"))
+    assert accumulation_steps(ctx, finding) == (4, "accum_steps")
+    loops, ctx = model(
+        "from accelerate import Accelerator\nA = Accelerator(gradient_accumulation_steps=8)\n"
+        + ACCELERATE
+    )
+    finding = loops.runs_per_micro_batch(call(ctx, "ema_vae.step(model.parameters())"))
+    assert accumulation_steps(ctx, finding) == (8, "8")
+    loops, ctx = model(
+        "def train(model, loader, opt, ema):\n"
+        "    for batch in loader:\n"
+        "        for k in range(4):\n"
+        "            model(batch[k]).sum().backward()\n"
+        "            ema.update(model)\n"
+        "        opt.step()\n"
+    )
+    finding = loops.runs_per_micro_batch(call(ctx, "ema.update(model)"))
+    assert accumulation_steps(ctx, finding) == (4, "4")
+    assert (
+        Placement(loops)
+        .accumulate_owner(cst.parse_statement("with acc.accumulate(m):\n    pass\n"))
+        .value
+        == "acc"
+    )
+
+
+def test_comprehension_over_a_validation_loader_is_a_validation_context() -> None:
+    loops, ctx = model(
+        "outs = [ema(x) for x in val_loader]\nother = [ema(y) for y in train_loader]\n"
+    )
+    assert loops.is_validation_context(call(ctx, "ema(x)"))
+    assert not loops.is_validation_context(call(ctx, "ema(y)"))

@@ -60,3 +60,212 @@ def test_two_statement_update_and_foreach() -> None:
 def test_not_averaging() -> None:
     ctx = context("x.add_(y)\np.mul_(0.5)\nloss = a + b\nw.data.copy_(v)\n")
     assert ctx.get(InPlaceUpdates).updates == []
+
+
+def side(update) -> tuple[str, str | None, str, str | None]:
+    return (
+        code(update.shadow_container),
+        update.shadow_method,
+        code(update.source_container),
+        update.source_method,
+    )
+
+
+@pytest.mark.parametrize(
+    ("loop", "statement", "sides"),
+    [
+        (
+            "for (n, e), (_, p) in zip(ema.named_parameters(), model.named_parameters()):",
+            "e.mul_(d).add_(p, alpha=1 - d)",
+            ("ema", "named_parameters", "model", "named_parameters"),
+        ),
+        (
+            "for k, v in ema.state_dict().items():",
+            "v.mul_(d).add_(msd[k].detach(), alpha=1 - d)",
+            ("ema", "state_dict", "model", "state_dict"),
+        ),
+        (
+            "for e, p in zip(ema_params, params, strict=True):",
+            "e.lerp_(p, 1 - d)",
+            ("ema", "parameters", "model", "parameters"),
+        ),
+        (
+            "for name, p in model.named_parameters():",
+            "shadow[name].mul_(d).add_(p, alpha=1 - d)",
+            ("shadow", None, "model", "named_parameters"),
+        ),
+    ],
+)
+def test_what_each_side_is_iterated_from(loop: str, statement: str, sides) -> None:
+    ctx = context(
+        "msd = model.state_dict()\n"
+        "ema_params = list(ema.parameters())\n"
+        "params = [p for p in model.parameters() if p.requires_grad]\n"
+        "shadow = {n: p.detach().clone() for n, p in model.named_parameters()}\n"
+        f"{loop}\n    {statement}\n"
+    )
+    [update] = ctx.get(InPlaceUpdates).updates
+    assert side(update) == sides
+    assert update.loop is not None
+
+
+@pytest.mark.parametrize(
+    ("statement", "form", "old", "new", "away"),
+    [
+        ("e.add_(p - e, alpha=1 - d)", "add", "1 - (1 - d)", "1 - d", False),
+        ("e.add_((p - e) * k)", "add", "1 - (k)", "k", False),
+        ("e.add_(k, p - e)", "add", "1 - (k)", "k", False),
+        ("e.add_((e - p) * (1 - d))", "add", "1 - ((1 - d))", "(1 - d)", True),
+        ("e.sub_((p - e) * (1 - d))", "sub", "1 - ((1 - d))", "(1 - d)", True),
+        ("e -= (1 - d) * (e - p)", "augassign", "1 - ((1 - d))", "(1 - d)", False),
+        ("e += (1 - d) * (e - p)", "augassign", "1 - ((1 - d))", "(1 - d)", True),
+        ("e.mul_(d).add_(p)", "mul_add", "d", "1", False),
+        ("e = e.lerp(p, 1 - d)", "assign", "1 - (1 - d)", "1 - d", False),
+        ("e = p.detach().lerp(e, d)", "assign", "d", "1 - (d)", False),
+    ],
+)
+def test_difference_implicit_and_rebinding_forms(
+    statement: str, form: str, old: str, new: str, away: bool
+) -> None:
+    ctx = context(f"for e, p in zip(ema.parameters(), model.parameters()):\n    {statement}\n")
+    [update] = ctx.get(InPlaceUpdates).updates
+    assert (update.form, weight(update.old_weight), weight(update.new_weight)) == (form, old, new)
+    assert update.away is away
+
+
+def test_two_statement_forms_record_their_first_call() -> None:
+    ctx = context(
+        "torch._foreach_mul_(ema_params, decay)\n"
+        "torch._foreach_add_(ema_params, params, alpha=1 - decay)\n"
+        "for e, p in zip(ema.parameters(), model.parameters()):\n"
+        "    e *= d\n"
+        "    e += (1 - d) * p\n"
+    )
+    provider = ctx.get(InPlaceUpdates)
+    foreach, augmented = provider.updates
+    assert code(foreach.old_weight.expr) == "decay" and code(foreach.first) == (
+        "torch._foreach_mul_(ema_params, decay)"
+    )
+    assert len(provider.statements(foreach)) == 2
+    assert augmented.form == "augassign" and code(augmented.old_weight.expr) == "d"
+
+
+def test_foreach_on_lists_built_in_place() -> None:
+    ctx = context("torch._foreach_lerp_(list(ema.parameters()), list(model.parameters()), 0.1)\n")
+    [update] = ctx.get(InPlaceUpdates).updates
+    assert side(update) == ("ema", "parameters", "model", "parameters")
+
+
+def test_update_through_a_temporary() -> None:
+    ctx = context(
+        "class EMA:\n"
+        "    def update(self):\n"
+        "        for name, param in self.model.named_parameters():\n"
+        "            new_average = (1.0 - self.decay) * param.data"
+        " + self.decay * self.shadow[name]\n"
+        "            self.shadow[name] = new_average.clone()\n"
+    )
+    provider = ctx.get(InPlaceUpdates)
+    [update] = provider.updates
+    assert code(update.shadow) == "self.shadow[name]" and code(update.source) == "param.data"
+    assert code(update.old_weight.expr) == "self.decay"
+    assert update.temp is not None and len(provider.statements(update)) == 2
+    assert provider.discarded(update) is None
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        (
+            "for e, p in zip(ema.parameters(), model.parameters()):\n    e = d * e + (1 - d) * p\n",
+            "loop variable",
+        ),
+        (
+            "for e, p in zip(ema.parameters(), model.parameters()):\n    e = e.lerp(p, 1 - d)\n",
+            "loop variable",
+        ),
+        (
+            "sd = ema.state_dict()\n"
+            "for k, v in model.state_dict().items():\n"
+            "    if k in sd and len(sd):\n"
+            "        sd[k] = d * sd[k] + (1 - d) * v\n",
+            "state_dict",
+        ),
+        (
+            "ema_params = dict(ema.named_parameters())\n"
+            "for n, p in model.named_parameters():\n"
+            "    ema_params[n] = d * ema_params[n] + (1 - d) * p\n",
+            "state_dict",
+        ),
+        (
+            "for name, p in model.named_parameters():\n"
+            "    s = ema_sd[name]\n"
+            "    s = d * s + (1 - d) * p\n",
+            "local name",
+        ),
+        # Written to, but read back: the average is used.
+        (
+            "for e, p in zip(ema.parameters(), model.parameters()):\n"
+            "    e = d * e + (1 - d) * p\n"
+            "    out.append(e)\n",
+            None,
+        ),
+        # An inner loop reads the rebound name on its next iteration.
+        (
+            "for e, p in zip(ema.parameters(), model.parameters()):\n"
+            "    for _ in range(2):\n"
+            "        e = d * e + (1 - d) * p\n",
+            None,
+        ),
+        (
+            "sd = ema.state_dict()\n"
+            "for k, v in model.state_dict().items():\n"
+            "    sd[k] = d * sd[k] + (1 - d) * v\n"
+            "ema.load_state_dict(sd)\n",
+            None,
+        ),
+        # A dict of copies is the average itself.
+        (
+            "shadow = {k: v.clone() for k, v in model.state_dict().items()}\n"
+            "for k, v in model.state_dict().items():\n"
+            "    shadow[k] = d * shadow[k] + (1 - d) * v\n",
+            None,
+        ),
+        (
+            "for e, p in zip(ema.parameters(), model.parameters()):\n"
+            "    e.data = d * e.data + (1 - d) * p.data\n",
+            None,
+        ),
+    ],
+)
+def test_discarded_results(body: str, why: str | None) -> None:
+    source = "def update(ema, model, ema_sd, d, out):\n" + "".join(
+        f"    {line}\n" for line in body.splitlines()
+    )
+    provider = context(source).get(InPlaceUpdates)
+    [update] = provider.updates
+    assert provider.discarded(update) == why
+
+
+def test_rebound_parameter_is_discarded_unless_returned() -> None:
+    provider = context(
+        "def step(e, p, d):\n    e = d * e + (1 - d) * p\n"
+        "def step_returned(e, p, d):\n    e = d * e + (1 - d) * p\n    return e\n"
+        "smoothed = 0.0\n"
+        "for loss in losses:\n    smoothed = 0.9 * smoothed + 0.1 * loss\n"
+    ).get(InPlaceUpdates)
+    first, second, third = provider.updates
+    assert provider.discarded(first) == "local name"
+    assert provider.discarded(second) is None
+    assert provider.discarded(third) is None  # module-level name read on the next iteration
+
+
+def test_not_averaging_difference_and_optimizer_forms() -> None:
+    ctx = context(
+        "buf.mul_(momentum).add_(grad)\n"  # SGD momentum: recognised, judged by the rules
+        "p.add_(grad, alpha=-lr)\n"
+        "x.sub_(y)\n"
+        "z.add_((a - b) * 0.5)\n"
+    )
+    [update] = ctx.get(InPlaceUpdates).updates
+    assert code(update.shadow) == "buf" and update.shadow_container is None

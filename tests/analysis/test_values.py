@@ -247,3 +247,79 @@ def test_shared_constants_are_marked() -> None:
     assert value.shared
     value = value_of("D = 0.99\n__probe__ = D\n")
     assert not value.shared
+
+
+def test_visible_bindings_at_a_new_place() -> None:
+    source = (
+        "loader = make()\n"
+        "def train(model, loader):\n"
+        "    for x in loader:\n"
+        "        model(x)\n"
+        "    done = 1\n"
+        "def main():\n"
+        "    for epoch in range(3):\n"
+        "        train(1, loader)\n"
+        "    done = 2\n"
+    )
+    ctx = FileContext(cst.parse_module(source), "t.py")
+    resolver = ctx.get(ValueResolver)
+    uses = [n for n in ctx.nodes(cst.Name) if n.value == "loader"]
+    in_train, module_level = uses[2], uses[3]  # `for x in loader` and `train(1, loader)`
+    fors = ctx.nodes(cst.For)
+    # After the loop of main(), `loader` is the module's; in train() it is the parameter.
+    assert resolver.visible("loader", fors[1]) is resolver.bindings_of(module_level)
+    assert resolver.visible("loader", fors[1]) is not resolver.bindings_of(in_train)
+    assert resolver.visible("loader", fors[0]) is resolver.bindings_of(in_train)
+    assert resolver.visible("nowhere", fors[0]) is None
+
+
+def test_assigned_value_of_names_and_self_attributes() -> None:
+    ctx = context(
+        "once = model.state_dict()\n"
+        "twice = 1\n"
+        "twice = 2\n"
+        "class EMA:\n"
+        "    def __init__(self, model):\n"
+        "        self.params = list(model.parameters())\n"
+        "    def update(self):\n"
+        "        __probe__ = self.params\n"
+        "__probe__ = (once, twice)\n"
+    )
+    resolver = ctx.get(ValueResolver)
+    once, twice = (e.value for e in probe(ctx).elements)
+    assert ctx.code(resolver.assigned_value(once)) == "model.state_dict()"
+    assert resolver.assigned_value(twice) is None
+    method_probe = next(
+        n.value
+        for n in ctx.nodes(cst.Assign)
+        if isinstance(n.value, cst.Attribute) and ctx.code(n.value) == "self.params"
+    )
+    assert ctx.code(resolver.assigned_value(method_probe)) == "list(model.parameters())"
+
+
+def test_instance_class_through_names_attributes_chains_and_parameters() -> None:
+    ctx = context(
+        "class EMA:\n"
+        "    pass\n"
+        "class Trainer:\n"
+        "    def __init__(self):\n"
+        "        self.ema = EMA().to('cuda')\n"
+        "    def step(self):\n"
+        "        __probe__ = self.ema\n"
+        "def use(e):\n"
+        "    __probe__ = e\n"
+        "ema = EMA()\n"
+        "use(ema)\n"
+        "other = Unknown()\n"
+        "__probe__ = (ema, other)\n"
+    )
+    resolver = ctx.get(ValueResolver)
+    probes = [
+        n.value for n in ctx.nodes(cst.Assign) if ctx.code(n.targets[0].target) == "__probe__"
+    ]
+    self_ema, param, pair = probes
+    assert resolver.instance_class(self_ema).name.value == "EMA"
+    assert resolver.instance_class(param).name.value == "EMA"
+    ema, other = (e.value for e in pair.elements)
+    assert resolver.instance_class(ema).name.value == "EMA"
+    assert resolver.instance_class(other) is None

@@ -124,3 +124,30 @@ def test_tabs_and_unicode_columns_count_characters() -> None:
     source = "from timm.utils import ModelEmaV2\nif True:\n\té = ModelEmaV2(m, decay=0.99)\n"
     [d] = engine.lint(source, "t.py", settings(ema101))
     assert (d.line, d.column) == (3, 26)
+
+
+def test_prefilter_trigger_groups_are_conjunctions() -> None:
+    from ema_lint.prefilter import PreFilter
+
+    class Grouped(Rule):
+        code = "EMA995"
+        name = "test-grouped"
+        summary = "needs two kinds of evidence"
+        triggers = (b"deepcopy",)
+        trigger_groups = (((b"parameters", b"state_dict"), (b"ema", b"EMA")),)
+
+    prefilter = PreFilter([Grouped])
+    assert prefilter.matches(b"m = deepcopy(model)")
+    assert prefilter.matches(b"for e in ema.parameters(): pass")
+    assert prefilter.matches("for v in model_EMA.state_dict().values(): pass")
+    assert not prefilter.matches(b"opt = SGD(model.parameters())")
+    assert not prefilter.matches("ema = 1")
+
+    class Implied(Rule):
+        code = "EMA996"
+        name = "test-implied"
+        summary = "a group implied by a token"
+        triggers = (b"param",)
+        trigger_groups = (((b"parameters", b"named_parameters"), (b"ema",)),)
+
+    assert PreFilter([Implied]).groups == ()

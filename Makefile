@@ -1,0 +1,5 @@
+PYTHON ?= python
+
+.PHONY: evidence
+evidence:
+	$(PYTHON) docs/evidence/run_all.py

@@ -1,0 +1,179 @@
+"""EMA201: the averaged copy kept on the CPU and updated every step with blocking copies."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..analysis.averaging import AveragingObject, AveragingObjects, Use
+from ..analysis.devices import CpuPlacement, Devices
+from ..analysis.framework import PER_STEP_HOOKS, FrameworkHooks
+from ..analysis.loops import TrainingLoops
+from ..analysis.run_length import RunLengths
+from ..analysis.values import ValueResolver
+from ..diagnostics import Applicability, Edit, Fix, FixAvailability
+from ..rule import Rule
+from ..statement_edits import without_argument
+
+
+class ShadowOnCpu(Rule):
+    """
+    ## What it finds
+    An evaluation EMA (or SWA copy) placed on the CPU (``.cpu()``, ``.to("cpu")``,
+    ``.to(torch.device("cpu"))``, or the API's ``device="cpu"``) in a module whose model
+    trains on an accelerator (``.cuda()``, a ``"cuda"`` device, ``Accelerator()``, DDP),
+    and updated on every optimizer step: in the training loop, or in a Lightning hook that
+    runs on every batch or step (``on_train_batch_end``, ``on_before_zero_grad``...).
+
+    Silent for the documented offload idioms: pinned memory with ``non_blocking=True``
+    copies (diffusers' ``--offload_ema``), an update every few steps (an ``if step % k ==
+    0:`` guard, ema-pytorch's ``update_every``, mmengine's ``interval``), NeMo's
+    ``cpu_offload=True``, ema-pytorch's ``allow_different_devices=True``, timm's
+    ``device='cpu'`` (documented there as a memory trade-off), a device chosen by a flag
+    (``"cpu" if args.ema_cpu else None``), a move after the last update (saving the final
+    average), and modules that never use an accelerator.
+
+    ## Why it hurts training
+    Every update reads all the weights from the accelerator into host memory with a
+    synchronous copy: the step waits for the transfer of the whole model, and the
+    accelerator idles. For a model of a few hundred million parameters that is a
+    noticeable part of each step, paid on every step, for nothing the average needs: it
+    costs one more copy of the weights in device memory to keep it there.
+
+    ## Example
+    ```python
+    import copy
+
+    model = model.cuda()
+    ema_model = copy.deepcopy(model).cpu()
+    for x, y in loader:
+        loss = criterion(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        with torch.no_grad():
+            for e, p in zip(ema_model.parameters(), model.parameters()):
+                e.mul_(0.999).add_(p.detach().to(e.device), alpha=0.001)
+    ```
+
+    ## Use instead
+    ```python
+    import copy
+
+    model = model.cuda()
+    ema_model = copy.deepcopy(model)
+    for x, y in loader:
+        loss = criterion(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        with torch.no_grad():
+            for e, p in zip(ema_model.parameters(), model.parameters()):
+                e.mul_(0.999).add_(p.detach().to(e.device), alpha=0.001)
+    ```
+
+    ## Fix
+    Safe: the ``.cpu()`` call (or a ``.to("cpu")`` that only moves) is removed, or the
+    ``device="cpu"`` argument of the API or of a ``.to(...)`` that also converts the dtype:
+    the average stays on the device of the model it copies. No fix when a hand-written
+    update itself moves tensors to the CPU (the update must change with the placement),
+    or when the device is a positional argument followed by others.
+    """
+
+    code = "EMA201"
+    name = "ema-shadow-on-cpu"
+    summary = "Averaged copy kept on the CPU while the model trains on an accelerator"
+    fix_availability = FixAvailability.SOMETIMES
+    fix_applicability = Applicability.SAFE
+    triggers = (b"cpu",)  # .cpu(), "cpu", torch.device("cpu")
+    requires = (AveragingObjects, Devices, TrainingLoops)
+
+    def finish(self) -> None:
+        objects = self.ctx.get(AveragingObjects)
+        if not objects.objects or not self._mentions_cpu():
+            return
+        devices = self.ctx.get(Devices)
+        accelerator = devices.accelerator_use()
+        if accelerator is None:
+            return
+        for obj in objects.objects:
+            if obj.use is not Use.EVAL:
+                continue
+            placements = devices.cpu_placements(obj)
+            if not placements or devices.offloaded(obj) or not self._every_step(obj):
+                continue
+            moves = obj.hand_made and devices.moves_in_update(obj)
+            for placement in placements:
+                fix = None if moves else self._fix(placement)
+                self.report(placement.node, self._message(obj, accelerator), fix)
+
+    def _mentions_cpu(self) -> bool:
+        return any(
+            isinstance(c.func, cst.Attribute) and c.func.attr.value in ("cpu", "to", "device")
+            for c in self.ctx.nodes(cst.Call)
+        ) or any(
+            a.keyword is not None and a.keyword.value == "device"
+            for c in self.ctx.nodes(cst.Call)
+            for a in c.args
+        )
+
+    def _every_step(self, obj: AveragingObject) -> bool:
+        """Updated on every optimizer step of a training loop."""
+        spec, bound = obj.spec, obj.bound
+        if spec is not None and spec.interval is not None and bound is not None:
+            expr = bound.value(spec.interval.param)
+            if expr is None:
+                if spec.interval.default > 1 or not bound.is_default(spec.interval.param):
+                    return False
+            else:
+                number = self.ctx.get(ValueResolver).number(expr)
+                if number is None or number > 1:
+                    return False
+        loops = self.ctx.get(TrainingLoops)
+        lengths = self.ctx.get(RunLengths)
+        hooks = self.ctx.get(FrameworkHooks)
+        for update in obj.updates:
+            if lengths.guard_interval(update)[0] > 1:
+                continue
+            for anchor in loops.anchors(update):
+                if any(anchor.loop is loop for loop in loops.step_loops):
+                    return True
+            for hook, _ in hooks.hooks_reaching(update):
+                if hook.name.value in PER_STEP_HOOKS:
+                    return True
+        return False
+
+    def _message(self, obj: AveragingObject, accelerator: cst.CSTNode) -> str:
+        shown = self.ctx.code(accelerator)
+        if len(shown) > 40:
+            shown = shown[:37] + "..."
+        return (
+            f"{obj.name} is kept on the CPU while the model trains on an accelerator "
+            f"(`{shown}`): every update copies all the weights from the device to host memory "
+            "synchronously, and the step waits for it; keep the average on the model's "
+            "device, or offload it with pinned memory and non_blocking copies"
+        )
+
+    def _fix(self, placement: CpuPlacement) -> Fix | None:
+        title = "Keep the average on the model's device"
+        call = placement.call
+        if placement.kind in ("argument", "device"):
+            arg = placement.node
+            positional = [a for a in call.args if a.keyword is None]
+            if isinstance(arg, cst.Arg) and arg.keyword is None and positional[-1] is not arg:
+                return None
+            assert isinstance(arg, cst.Arg)
+            return Fix.safe(title, Edit.replace(call, without_argument(call, arg)))
+        func = call.func
+        assert isinstance(func, cst.Attribute)
+        parent = self.ctx.parent(call)
+        line = self.ctx.parent(parent) if parent is not None else None
+        if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1:
+            if isinstance(parent, cst.Expr):
+                return Fix.safe(title, Edit.remove(line))
+            if (
+                isinstance(parent, cst.Assign)
+                and len(parent.targets) == 1
+                and self.ctx.code(parent.targets[0].target) == self.ctx.code(func.value)
+            ):
+                return Fix.safe(title, Edit.remove(line))
+        return Fix.safe(title, Edit.replace(call, func.value))

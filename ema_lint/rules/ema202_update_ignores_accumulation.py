@@ -1,0 +1,277 @@
+"""EMA202: the average is updated on every micro-batch while the optimizer steps every N."""
+
+from __future__ import annotations
+
+import math
+
+import libcst as cst
+
+from ..analysis.averaging import AveragingObject, AveragingObjects, Use
+from ..analysis.decays import DecaySettings
+from ..analysis.framework import FrameworkHooks
+from ..analysis.horizon import format_count, format_number, horizon
+from ..analysis.loops import MicroBatchFinding, Placement, TrainingLoops, accumulation_steps
+from ..analysis.values import ValueResolver
+from ..diagnostics import Applicability, Edit, Fix, FixAvailability
+from ..rule import Rule
+from ..statement_edits import move_after, wrap_in_if
+
+
+def _short(value: float) -> str:
+    """A decay rounded to two significant digits of its distance from 1."""
+    if not 0.0 < value < 1.0:
+        return format_number(value)
+    digits = max(3, math.ceil(-math.log10(1.0 - value)) + 1)
+    return format_number(round(value, digits))
+
+
+class UpdateIgnoresAccumulation(Rule):
+    """
+    ## What it finds
+    An update of an averaged copy (an EMA or SWA update call, a hand-written in-place
+    update, or a call of a function of the module that does one) that runs more often
+    than the optimizer steps, because gradients are accumulated over several
+    micro-batches:
+
+    - in a training loop whose ``optimizer.step()`` sits behind an accumulation guard
+      (``if (i + 1) % accum_steps == 0:``, ``if took_step:``, a step helper such as
+      ``self.optimizer_step()`` called under ``if ni - last_opt_step >= accumulate:``) while
+      the update sits outside that guard;
+    - under ``with accelerator.accumulate(model):`` without ``if accelerator.sync_gradients:``
+      around the update (the optimizer's ``step()`` is a no-op on the micro-batches that do
+      not sync, the EMA update is not);
+    - inside an inner loop over micro-batches that calls ``backward()`` but not the step;
+    - at the framework level: a Lightning ``training_step`` / ``on_train_batch_end`` (or
+      callback) that updates an average while the module's ``Trainer`` accumulates
+      (``accumulate_grad_batches > 1``); a Keras optimizer with ``use_ema=True`` and
+      ``gradient_accumulation_steps > 1`` (it also updates the average on the steps that only
+      accumulate); an mmengine ``EMAHook`` in a config whose ``optim_wrapper`` has
+      ``accumulative_counts > 1`` (the hook updates after every iteration).
+
+    Silent where the update already runs once per optimizer step: inside the guard or the
+    step helper (timm's ``need_update``, ultralytics' ``optimizer_step``, guided-diffusion's
+    ``took_step``), behind ``if accelerator.sync_gradients:`` (the diffusers examples;
+    ``optimizer.step()`` itself may stay outside it), in Lightning ``on_before_zero_grad`` or
+    an ``optimizer_step`` override, and for averaging that hooks the optimizer step itself
+    (Lightning ``WeightAveraging``/``EMAWeightAveraging``, NeMo's ``EMAOptimizer``,
+    ema-pytorch's ``add_to_optimizer_post_step_hook``). An update under its own interval
+    guard (``if step % ema_every == 0:``) is an interval the code chose and is not judged.
+
+    ## Why it hurts training
+    An EMA with decay D updated on every one of N micro-batches decays N times per
+    optimizer step: its effective decay is D^N. With D = 0.999 and 8 accumulation steps
+    that is 0.992, an average over about 125 optimizer steps instead of 1000, and the
+    extra updates re-average weights that did not change. The averaged model is noisier
+    than configured, and an SWA average weights the same point several times.
+
+    ## Example
+    ```python
+    from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+    ema_model = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(0.999))
+    for step, (x, y) in enumerate(loader):
+        loss = criterion(model(x), y) / accum_steps
+        loss.backward()
+        if (step + 1) % accum_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+        ema_model.update_parameters(model)
+    ```
+
+    ## Use instead
+    ```python
+    from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+    ema_model = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(0.999))
+    for step, (x, y) in enumerate(loader):
+        loss = criterion(model(x), y) / accum_steps
+        loss.backward()
+        if (step + 1) % accum_steps == 0:
+            optimizer.step()
+            ema_model.update_parameters(model)
+            optimizer.zero_grad()
+    ```
+
+    ## Fix
+    Safe. The update is moved into the block that holds the step, directly after the
+    statement that steps (``optimizer.step()``, ``scaler.step(optimizer)``, the step
+    helper), or out of the inner micro-batch loop to after the step; a condition or
+    ``with`` block that holds only the update moves with it, comments move with it. Under
+    ``accelerator.accumulate()`` the update is wrapped in place in
+    ``if accelerator.sync_gradients:``. No fix when the move would jump over code that
+    reads the average or changes what the update reads, or would take the update out of a
+    condition that also holds other code. The framework-level findings have no automatic
+    fix (Lightning and Keras offer no switch for it; for mmengine set the ``EMAHook``'s
+    ``interval`` to the accumulation count, an unsafe fix offered when the count is a
+    literal).
+    """
+
+    code = "EMA202"
+    name = "ema-update-ignores-accumulation"
+    summary = "Average updated on every micro-batch while the optimizer steps every N"
+    fix_availability = FixAvailability.SOMETIMES
+    fix_applicability = Applicability.SAFE
+    # Loop findings need a backward pass in the module; framework findings name their
+    # accumulation setting.
+    triggers = (
+        b"backward(",
+        b"accumulate_grad_batches",
+        b"gradient_accumulation_steps",
+        b"accumulative_counts",
+    )
+    requires = (AveragingObjects, TrainingLoops, FrameworkHooks, DecaySettings)
+
+    def finish(self) -> None:
+        objects = self.ctx.get(AveragingObjects)
+        if not objects.objects:
+            return
+        self._loops = self.ctx.get(TrainingLoops)
+        self._placement = Placement(self._loops)
+        seen: set[int] = set()
+        keep = {id(u) for o in objects.objects for u in o.updates}
+        for obj in objects.objects:
+            if obj.use is Use.NOT_WEIGHTS:
+                continue
+            if self._loops.train_loops:
+                for update in obj.updates:
+                    finding = self._loops.runs_per_micro_batch(update)
+                    if finding is None or id(finding.anchor.node) in seen:
+                        continue
+                    seen.add(id(finding.anchor.node))
+                    self._report_loop(obj, finding, keep | {id(finding.anchor.node)})
+            self._framework(obj, seen)
+
+    # Training loops ------------------------------------------------------------------------
+    def _report_loop(self, obj: AveragingObject, finding: MicroBatchFinding, keep) -> None:
+        where = finding.where
+        count = accumulation_steps(self.ctx, finding)
+        if finding.kind == "guard":
+            assert isinstance(where, cst.If)
+            how = (
+                f"outside the accumulation guard `if {self._test(where)}:` that holds the "
+                "optimizer step"
+            )
+        elif finding.kind == "accumulate":
+            how = "under `accelerator.accumulate()` without `if accelerator.sync_gradients:`"
+        else:
+            how = "inside the micro-batch loop, while the optimizer steps after it"
+        message = f"{obj.name} is updated on every micro-batch, {how}: {self._effect(obj, count)}"
+        self.report(finding.anchor.node, message, self._fix(obj, finding, keep))
+
+    def _test(self, guard: cst.If) -> str:
+        return self.ctx.code(guard.test)
+
+    def _effect(self, obj: AveragingObject, count: tuple[int, str] | None) -> str:
+        decay = self._decay(obj)
+        if count is None:
+            return (
+                "it moves several times per optimizer step, so its decay applies once per "
+                "micro-batch and it averages over proportionally fewer optimizer steps than "
+                "configured; update it once per optimizer step"
+            )
+        n, shown = count
+        steps = f"every {n} micro-batches" + (f" ({shown})" if shown != str(n) else "")
+        if decay is None or not 0.0 < decay < 1.0:
+            return (
+                f"the optimizer steps {steps}, so the average moves {n} times per step and "
+                f"its decay is effectively raised to the power {n}; update it once per "
+                "optimizer step"
+            )
+        effective = decay**n
+        return (
+            f"the optimizer steps {steps}, so the decay {format_number(decay)} applies {n} "
+            f"times per step: an effective decay of {format_number(decay)}^{n} = "
+            f"{_short(effective)}, an average over about "
+            f"{format_count(horizon(effective))} optimizer steps instead of "
+            f"{format_count(horizon(decay))}; update it once per optimizer step"
+        )
+
+    def _decay(self, obj: AveragingObject) -> float | None:
+        if obj.weight_call is None:
+            return None
+        setting = self.ctx.get(DecaySettings).for_call(obj.weight_call.call)
+        return None if setting is None else setting.decay
+
+    def _fix(self, obj: AveragingObject, finding: MicroBatchFinding, keep) -> Fix | None:
+        placement = self._placement
+        loop = finding.anchor.loop
+        node = finding.anchor.node
+        if finding.kind == "accumulate":
+            block = finding.where
+            assert isinstance(block, cst.With)
+            accelerator = placement.accumulate_owner(block)
+            moved = placement.movable(node, keep, within=block)
+            if accelerator is None or moved is None:
+                return None
+            wrapped = wrap_in_if(moved, cst.Attribute(accelerator, cst.Name("sync_gradients")))
+            return Fix.safe(
+                "Update the average only when gradients sync", Edit.replace(moved, wrapped)
+            )
+        if finding.kind == "guard":
+            step = finding.step
+            moved = placement.movable(node, keep, within=loop)
+        else:
+            inner = finding.where
+            steps = [
+                s for s in self._loops.step_anchors(loop) if not self.ctx.index.contains(inner, s)
+            ]
+            step = steps[0] if steps else None
+            moved = placement.movable(node, keep, leave=(inner,), within=loop)
+        if step is None or moved is None:
+            return None
+        target = placement.after_step(step, loop)
+        if target is None or self.ctx.index.contains(moved, target):
+            return None
+        if placement.conflicts(moved, target, obj.names):
+            return None
+        return move_after(moved, target, "Move the update next to the optimizer step")
+
+    # Frameworks ----------------------------------------------------------------------------
+    def _framework(self, obj: AveragingObject, seen: set[int]) -> None:
+        hooks = self.ctx.get(FrameworkHooks)
+        for update, hook, setting in hooks.per_batch_updates(obj):
+            anchor = hooks.anchor_in(update, hook)
+            if id(anchor) in seen:
+                continue
+            seen.add(id(anchor))
+            count = self._count_text(setting)
+            self.report(
+                anchor,
+                f"{obj.name} is updated in Lightning's `{hook.name.value}`, which runs on every "
+                f"batch, while the Trainer accumulates gradients over {count}: the average "
+                "moves several times per optimizer step (its decay is effectively raised to "
+                "that power); update it in `on_before_zero_grad` or an `optimizer_step` "
+                "override, or use Lightning's EMAWeightAveraging callback",
+            )
+        for bound, setting in hooks.optimizer_ema_accumulation(obj):
+            if id(bound.call) in seen:
+                continue
+            seen.add(id(bound.call))
+            self.report(
+                bound.call,
+                f"{obj.name} keeps an EMA of the weights (use_ema=True) with "
+                f"gradient_accumulation_steps={self._count_text(setting)}: Keras also updates "
+                "the average on the steps that only accumulate, so the EMA moves on every "
+                "micro-batch and its momentum is effectively raised to that power; keep the "
+                "EMA outside the optimizer or do not accumulate",
+            )
+        for hook_call, setting, fix in hooks.mmengine_ema_accumulation(obj):
+            if id(hook_call) in seen:
+                continue
+            seen.add(id(hook_call))
+            self.report(
+                hook_call,
+                "EMAHook updates the average after every iteration, while the optimizer wrapper "
+                f"accumulates gradients over {self._count_text(setting)} iterations "
+                "(accumulative_counts): the average moves several times per optimizer step; "
+                "set the hook's interval to the accumulation count",
+                fix,
+            )
+
+    def _count_text(self, setting: cst.BaseExpression) -> str:
+        value = self.ctx.get(ValueResolver).resolve(setting)
+        text = self.ctx.code(setting)
+        if value is not None and value.number is not None:
+            number = format_number(value.number)
+            return number if number == text else f"{number} ({text})"
+        return text

@@ -1,0 +1,171 @@
+"""EMA203: the average is updated before the optimizer step of the same iteration."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from ..analysis.averaging import AveragingObject, AveragingObjects, Use
+from ..analysis.loops import BeforeStep, Placement, TrainingLoops
+from ..diagnostics import Applicability, Fix, FixAvailability
+from ..rule import Rule
+from ..statement_edits import move_after
+
+# A comment that says the lag is wanted (d2go moved its EMA before the step on purpose).
+_INTENT = re.compile(
+    r"\b(lag|lags|lagging|previous (step|iteration|weights)|one step (behind|late)|"
+    r"before (the )?(optimizer )?step|on purpose|intentional(ly)?|deliberate(ly)?|overlap)\b",
+    re.IGNORECASE,
+)
+# Momentum-encoder updates that run inside the forward pass by design (MoCo).
+_FORWARD = ("forward", "_momentum_update_key_encoder", "_momentum_update")
+
+
+class UpdateBeforeStep(Rule):
+    """
+    ## What it finds
+    An update of an evaluation EMA that runs, in the same iteration of the training loop,
+    before the optimizer step: at the top of the loop body, between ``backward()`` and
+    ``optimizer.step()``, or first thing in a step helper (``def optimizer_step(self):
+    self.ema.update(self.model); self.optimizer.step()``). The update and the step are
+    followed across the functions and methods of the module.
+
+    Silent for momentum-encoder updates inside ``forward()`` (MoCo updates its key encoder
+    before computing the keys, by design), for teachers and target networks, where the
+    update runs more often than the step (EMA202 reports that, and its fix also puts the
+    update after the step), and where the code shows the lag is intended: a comment on or
+    above the update that says so (``# update before the step to overlap with the
+    backward pass``; a ``# noqa: EMA203`` says it too), or a last update after the loop that
+    catches the final step.
+
+    ## Why it hurts training
+    Updated before the step, the average takes in the weights of the previous step: it
+    lags one step behind, and the weights of the last step are never averaged. With a
+    short horizon or a final learning-rate drop the averaged model misses the end of
+    training; with a warmup that copies the weights on the first update it copies the
+    initial, untrained weights.
+
+    ## Example
+    ```python
+    from timm.utils import ModelEmaV3
+
+    model_ema = ModelEmaV3(model, decay=0.9998)
+    for x, y in loader:
+        model_ema.update(model)
+        loss = criterion(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    ```
+
+    ## Use instead
+    ```python
+    from timm.utils import ModelEmaV3
+
+    model_ema = ModelEmaV3(model, decay=0.9998)
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        model_ema.update(model)
+    ```
+
+    ## Fix
+    Safe: the update is moved to directly after the statement that steps the optimizer
+    (inside the same accumulation guard or condition as the step), keeping its comments; a
+    condition or ``with`` block that holds only the update moves with it. No fix when the
+    move would jump over code that reads the average or assigns what the update reads, or
+    would take the update out of a condition that also holds other code.
+    """
+
+    code = "EMA203"
+    name = "ema-update-before-step"
+    summary = "Average updated before the optimizer step of the same iteration"
+    fix_availability = FixAvailability.SOMETIMES
+    fix_applicability = Applicability.SAFE
+    triggers = (b"backward(",)  # a training loop needs a backward pass
+    requires = (AveragingObjects, TrainingLoops)
+
+    def finish(self) -> None:
+        objects = self.ctx.get(AveragingObjects)
+        if not objects.objects:
+            return
+        loops = self.ctx.get(TrainingLoops)
+        if not loops.train_loops:
+            return
+        placement = Placement(loops)
+        keep = {id(u) for o in objects.objects for u in o.updates}
+        seen: set[int] = set()
+        for obj in objects.objects:
+            if obj.use is not Use.EVAL:
+                continue
+            for update in obj.updates:
+                if self._in_forward(update, loops):
+                    continue
+                if loops.runs_per_micro_batch(update) is not None:
+                    continue  # EMA202's finding
+                found = placement.before_step(update)
+                if found is None or id(found.node) in seen:
+                    continue
+                seen.add(id(found.node))
+                if self._intended(obj, update, found, loops):
+                    continue
+                self.report(
+                    found.node,
+                    f"{obj.name} is updated before the optimizer step of the same iteration "
+                    f"(`{self.ctx.code(found.step)}`): it averages the previous step's "
+                    "weights, so it lags one step behind and the last step is never averaged; "
+                    "update it after the step",
+                    self._fix(obj, found, placement, keep | {id(found.node)}),
+                )
+
+    def _in_forward(self, node: cst.CSTNode, loops: TrainingLoops) -> bool:
+        fn = loops.function_of(node)
+        return fn is not None and fn.name.value in _FORWARD
+
+    def _intended(
+        self, obj: AveragingObject, update: cst.CSTNode, found: BeforeStep, loops: TrainingLoops
+    ) -> bool:
+        index = self.ctx.index
+        for node in (update, found.node):
+            for statement in (index.statement(node), *index.ancestors(node)):
+                if isinstance(statement, (cst.FunctionDef, cst.Module)):
+                    break
+                if self._says_intent(statement):
+                    return True
+        # A final update after the loop catches the last step: the lag is known.
+        loop = found.loop
+        if loop is not None:
+            for other in obj.updates:
+                if (
+                    index.is_before(loop, other)
+                    and not index.contains(loop, other)
+                    and loops.function_of(other) is loops.function_of(loop)
+                ):
+                    return True
+        return False
+
+    def _says_intent(self, statement: cst.CSTNode | None) -> bool:
+        comments: list[str] = []
+        leading = getattr(statement, "leading_lines", ())
+        comments.extend(line.comment.value for line in leading if line.comment is not None)
+        trailing = getattr(statement, "trailing_whitespace", None)
+        if trailing is not None and trailing.comment is not None:
+            comments.append(trailing.comment.value)
+        return any(_INTENT.search(text) for text in comments)
+
+    def _fix(
+        self, obj: AveragingObject, found: BeforeStep, placement: Placement, keep: set[int]
+    ) -> Fix | None:
+        within = found.loop if found.loop is not None else found.function
+        moved = placement.movable(found.node, keep, within=within)
+        if moved is None:
+            return None
+        target = placement.after_step(found.step, found.loop)
+        if target is None or self.ctx.index.contains(moved, target):
+            return None
+        if placement.conflicts(moved, target, obj.names):
+            return None
+        return move_after(moved, target, "Move the update after the optimizer step")

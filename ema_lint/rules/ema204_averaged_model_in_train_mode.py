@@ -1,0 +1,160 @@
+"""EMA204: the averaged model evaluated in train mode."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..analysis.apis import OBJECT_TRIGGERS
+from ..analysis.averaging import AveragingObjects
+from ..analysis.evaluation import Evaluation, EvaluationSites
+from ..analysis.modes import Mode, ModeTracker
+from ..diagnostics import Applicability, Edit, Fix, FixAvailability
+from ..rule import Rule
+from ..statement_edits import call_statement
+
+
+class AveragedModelInTrainMode(Rule):
+    """
+    ## What it finds
+    An EMA or SWA model that is evaluated (passed to an ``evaluate``/``validate`` function
+    of the module, or to one that runs it under ``torch.no_grad()`` or over a validation
+    loader; or called itself in such a place) while it is in train mode: no
+    ``.eval()`` on it on the way from its creation, or from the last ``.train()`` that
+    reached it, to the evaluation. The path is followed back through the statements before
+    the evaluation, the previous iteration of the loops around it, and the call sites of
+    the function it is in.
+
+    - ``copy.deepcopy(model)``, ``AveragedModel``, ema-pytorch's ``EMA`` and mmengine's
+      averaged models copy the online model, usually in train mode, and keep that mode;
+    - timm ``ModelEma*``, ultralytics/YOLOX ``ModelEMA`` and EDM-style
+      ``deepcopy(net).eval()`` copies are in eval mode at construction, unless ``.train()``
+      reaches them later, for example through a parent module's ``.train()`` when the EMA
+      is a registered child (``self.ema = ModelEmaV2(self.net)`` in a LightningModule:
+      Lightning calls ``.train()`` on the module at the start of every training epoch, so an
+      evaluation in ``on_train_epoch_end`` runs the EMA in train mode; Lightning's own
+      validation hooks run in eval mode and are fine).
+
+    Silent for teachers used inside the training loss (mean teacher, DINO, BYOL: often in
+    train mode on purpose), for ``trainer.validate(...)``, for evaluation functions that
+    call ``.eval()`` on their argument themselves, for evaluation functions imported from
+    elsewhere (most call ``model.eval()`` themselves, and their code is not in the file),
+    and wherever the mode cannot be told (a function nothing in the module calls, while
+    the copy's mode is switched elsewhere).
+
+    ## Why it hurts training
+    In train mode dropout stays on and BatchNorm normalizes with the statistics of each
+    evaluation batch (and overwrites the averaged running statistics with them), so the
+    averaged model's metrics come out worse than its weights are; the comparison with the
+    online model, which is evaluated in eval mode, then says the EMA does not help.
+
+    ## Example
+    ```python
+    import torch
+    from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+
+    @torch.no_grad()
+    def evaluate(net, loader):
+        return sum((net(x).argmax(1) == y).sum().item() for x, y in loader)
+
+
+    ema_model = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(0.999))
+    for epoch in range(epochs):
+        train_one_epoch(model, ema_model, train_loader)
+        model.eval()
+        print(evaluate(model, val_loader))
+        model.train()
+        print(evaluate(ema_model, val_loader))
+    ```
+
+    ## Use instead
+    ```python
+    import torch
+    from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+
+    @torch.no_grad()
+    def evaluate(net, loader):
+        return sum((net(x).argmax(1) == y).sum().item() for x, y in loader)
+
+
+    ema_model = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(0.999))
+    for epoch in range(epochs):
+        train_one_epoch(model, ema_model, train_loader)
+        model.eval()
+        print(evaluate(model, val_loader))
+        model.train()
+        ema_model.eval()
+        print(evaluate(ema_model, val_loader))
+    ```
+
+    ## Fix
+    Safe: ``<name>.eval()`` is inserted, with the same indentation, directly before the
+    statement that evaluates the copy, or before the ``with torch.no_grad():`` block (or
+    the loop over the validation loader) that holds the evaluation. When the copy reaches
+    the evaluation as the parameter of a function of the module that every caller gives
+    an averaged copy, the call goes at the top of that function instead. The copy's
+    updates do not depend on its mode, so putting it in eval mode changes nothing else.
+    """
+
+    code = "EMA204"
+    name = "averaged-model-in-train-mode"
+    summary = "Averaged model evaluated in train mode (dropout on, batch statistics)"
+    fix_availability = FixAvailability.ALWAYS
+    fix_applicability = Applicability.SAFE
+    triggers = OBJECT_TRIGGERS
+    requires = (AveragingObjects, EvaluationSites, ModeTracker)
+
+    def finish(self) -> None:
+        if not self.ctx.get(AveragingObjects).objects:
+            return
+        sites = self.ctx.get(EvaluationSites)
+        if not sites.evaluations:
+            return
+        modes = self.ctx.get(ModeTracker)
+        reported: set[tuple[int, int]] = set()
+        for evaluation in sites.evaluations:
+            key = (id(evaluation.before), id(evaluation.obj))
+            if key in reported:
+                continue
+            if modes.mode_at(evaluation.obj, evaluation.node) is not Mode.TRAIN:
+                continue
+            reported.add(key)
+            self.report(evaluation.node, self._message(evaluation, modes), self._fix(evaluation))
+
+    def _message(self, evaluation: Evaluation, modes: ModeTracker) -> str:
+        obj = evaluation.obj
+        shown = self.ctx.code(evaluation.expr)
+        if modes.initial_mode(obj) is Mode.TRAIN:
+            why = "it is a copy of the model in train mode and nothing switched it to eval"
+        else:
+            why = "a `.train()` on it, or on a module holding it, put it back in train mode"
+        what = "evaluated" if evaluation.kind == "passed" else "run for evaluation"
+        return (
+            f"{shown} is {what} in train mode ({why}): dropout stays on and BatchNorm uses "
+            "the statistics of each evaluation batch, so the averaged model scores worse "
+            f"than its weights; call {shown}.eval() before evaluating it"
+        )
+
+    def _fix(self, evaluation: Evaluation) -> Fix | None:
+        title = "Put the averaged model in eval mode before evaluating it"
+        if evaluation.top_of is not None and evaluation.param is not None:
+            body = evaluation.top_of.body
+            if not isinstance(body, cst.IndentedBlock) or not body.body:
+                return None
+            statement = call_statement(cst.Name(evaluation.param), "eval")
+            first = body.body[0]
+            if _is_docstring(first):
+                return Fix.safe(title, Edit.insert_after(first, [statement]))
+            return Fix.safe(title, Edit.insert_before(first, [statement]))
+        statement = call_statement(evaluation.expr, "eval")
+        return Fix.safe(title, Edit.insert_before(evaluation.before, [statement]))
+
+
+def _is_docstring(statement: cst.CSTNode) -> bool:
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and isinstance(statement.body[0], cst.Expr)
+        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )

@@ -1,0 +1,160 @@
+"""EMA207: the averaged copy is made of a DDP / DataParallel / FSDP / compiled model."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..analysis.averaging import AveragingObject, AveragingObjects, Use
+from ..analysis.wrappers import UNWRAP_ATTRIBUTE, ModelWrappers, Wrapping
+from ..diagnostics import Applicability, Edit, Fix, FixAvailability
+from ..rule import Rule
+
+_PREFIX = {"torch.compile": "_orig_mod."}
+
+
+class EmaOfWrappedModel(Rule):
+    """
+    ## What it finds
+    An averaged copy made from a model that is wrapped for distributed or compiled
+    training at that point: ``copy.deepcopy(model)``, ``AveragedModel(model)``,
+    ``ModelEmaV3(model)``, ema-pytorch's ``EMA(model)``... after ``model =
+    DistributedDataParallel(model)``, ``DataParallel``, ``FullyShardedDataParallel``,
+    ``torch.compile(model)``, ``model, opt = accelerator.prepare(model, opt)`` or
+    ``deepspeed.initialize(model=model)``. The wrapper is followed through the assignments
+    to the same name (or ``self.`` attribute) before the copy, in the same function; a
+    wrapping inside a branch (``if args.distributed:``) is reported as happening in some
+    runs.
+
+    Silent when the copy is made before the wrapping (timm's and EDM's recipe), of the
+    unwrapped model (``model.module``, ``model._orig_mod``, ``accelerator.unwrap_model``,
+    ``model_without_ddp``), by APIs that unwrap their input themselves (ultralytics and
+    YOLOX ``ModelEMA``, timm's ``ModelEma``), and for APIs that average a list of parameters
+    (diffusers ``EMAModel(unet.parameters())``, torch-ema), which does not depend on names.
+
+    ## Why it hurts training
+    Deep-copying a DDP or FSDP wrapper copies its process group handles, gradient buckets
+    and hooks: it fails, hangs, or leaves a second wrapper that takes part in gradient
+    synchronisation. Even when the copy works (DataParallel, ``torch.compile``), its
+    ``state_dict`` keys carry the wrapper's prefix (``module.``, ``_orig_mod.``): loading the
+    averaged weights into the bare model for evaluation or export fails with ``strict=True``
+    and silently loads nothing with ``strict=False``, and updates that match weights by name
+    skip every parameter, so the "EMA" stays at its initial weights.
+
+    ## Example
+    ```python
+    import copy
+
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model = DDP(model, device_ids=[local_rank])
+    ema_model = copy.deepcopy(model)
+    ```
+
+    ## Use instead
+    ```python
+    import copy
+
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model = DDP(model, device_ids=[local_rank])
+    ema_model = copy.deepcopy(model.module)
+    ```
+
+    ## Fix
+    Safe: the copy is made of the unwrapped model, matching the wrapper: ``model.module``
+    for DistributedDataParallel, DataParallel and DeepSpeed engines, ``model._orig_mod``
+    for ``torch.compile``, ``accelerator.unwrap_model(model)`` for ``accelerator.prepare``.
+    When the wrapping happens only in some runs, ``getattr(model, "module", model)`` (or
+    ``"_orig_mod"``) works in both. No fix for FSDP (its inner module holds flattened,
+    sharded parameters: create the average before wrapping) or for a wrapper called inline
+    in the copy.
+    """
+
+    code = "EMA207"
+    name = "ema-of-wrapped-model"
+    summary = "Averaged copy made of a DDP/DataParallel/FSDP/compiled model"
+    fix_availability = FixAvailability.SOMETIMES
+    fix_applicability = Applicability.SAFE
+    # The wrappers, as the code spells them (torch.compile also imported on its own).
+    triggers = (
+        b"DataParallel",
+        b"torch.compile",
+        b"import compile",
+        b", compile",
+        b"compile as",
+        b".prepare(",
+        b"deepspeed",
+    )
+    requires = (AveragingObjects, ModelWrappers)
+
+    def finish(self) -> None:
+        objects = self.ctx.get(AveragingObjects)
+        if not objects.objects:
+            return
+        wrappers = self.ctx.get(ModelWrappers)
+        for obj in objects.objects:
+            source = self._source(obj)
+            if source is None:
+                continue
+            wrapping = wrappers.wrapped_at(source, obj.creation)
+            if wrapping is None:
+                continue
+            self.report(source, self._message(obj, source, wrapping), self._fix(source, wrapping))
+
+    def _source(self, obj: AveragingObject) -> cst.BaseExpression | None:
+        if obj.use is Use.NOT_WEIGHTS or obj.source is None:
+            return None
+        spec = obj.spec
+        if spec is not None:
+            if obj.virtual or spec.accepts_wrapped or spec.source_param != "model":
+                return None
+        elif any(u is obj.creation for u in obj.updates):
+            return None  # a shadow found by its update, not a copy
+        return obj.source
+
+    def _unwrapped(self, source: cst.BaseExpression, wrapping: Wrapping) -> str | None:
+        code = self.ctx.code(source)
+        if wrapping.assignment is None:
+            return None
+        if wrapping.wrapper == "accelerator.prepare":
+            if wrapping.accelerator is None:
+                return None
+            return f"{self.ctx.code(wrapping.accelerator)}.unwrap_model({code})"
+        attribute = UNWRAP_ATTRIBUTE.get(wrapping.wrapper)
+        if attribute is None:
+            return None
+        if wrapping.conditional:
+            return f'getattr({code}, "{attribute}", {code})'
+        return f"{code}.{attribute}"
+
+    def _message(self, obj: AveragingObject, source: cst.BaseExpression, wrapping: Wrapping) -> str:
+        code = self.ctx.code(source)
+        where = " in the runs where it is wrapped" if wrapping.conditional else ""
+        prefix = _PREFIX.get(wrapping.wrapper, "module.")
+        if wrapping.wrapper in ("DistributedDataParallel", "FullyShardedDataParallel") or (
+            wrapping.wrapper in ("accelerator.prepare", "deepspeed.initialize")
+        ):
+            copying = "deep-copying the wrapper copies its process group and hooks (or fails), and "
+        else:
+            copying = ""
+        unwrapped = self._unwrapped(source, wrapping)
+        instead = (
+            f"copy the unwrapped model `{unwrapped}`"
+            if unwrapped is not None
+            else "create the average from the model before wrapping it"
+        )
+        return (
+            f"{obj.name} is a copy of `{code}`, which holds the model wrapped by "
+            f"{wrapping.wrapper}{where}: {copying}the average's state_dict keys start with "
+            f"`{prefix}`, so loading it into the bare model and name-keyed updates miss every "
+            f"weight; {instead}"
+        )
+
+    def _fix(self, source: cst.BaseExpression, wrapping: Wrapping) -> Fix | None:
+        unwrapped = self._unwrapped(source, wrapping)
+        if unwrapped is None:
+            return None
+        return Fix.safe(
+            "Average the unwrapped model",
+            Edit.replace(source, cst.parse_expression(unwrapped)),
+        )

@@ -1,0 +1,179 @@
+"""EMA301: a hand-written EMA update whose result is bound to a name, not written in place."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..analysis.averaging import UPDATE_TRIGGER_GROUPS, UPDATE_TRIGGERS, AveragingObjects
+from ..analysis.updates import InPlaceUpdate, InPlaceUpdates
+from ..diagnostics import Applicability, Edit, Fix, FixAvailability
+from ..rule import Rule
+
+
+class UpdateNotInPlace(Rule):
+    """
+    ## What it finds
+    A hand-written update of averaged weights whose result is bound to a name instead of
+    being written into the averaged tensors:
+
+    - ``e = decay * e + (1 - decay) * p`` or ``e = e.lerp(p, 1 - decay)`` where ``e`` is the
+      loop variable of ``for e, p in zip(ema.parameters(), model.parameters())`` (or of a
+      loop over ``named_parameters()`` / ``state_dict().values()``);
+    - the same on a local name bound from the average (``s = ema_sd[name]``) or on a
+      parameter of the update function, when nothing reads the name afterwards;
+    - ``sd[k] = ...`` where ``sd = ema.state_dict()`` (or ``dict(ema.named_parameters())``)
+      and the dict is never loaded back (``load_state_dict``), saved or passed on.
+
+    The update is recognised by its arithmetic (a combination of the averaged tensor and a
+    live one, or a ``lerp``), whatever the names, also through a temporary
+    (``t = d * e + (1 - d) * p`` then ``e = t``). Silent for the forms that do write the
+    average: in-place calls (``mul_``/``add_``/``lerp_``/``copy_``), ``e.data = ...``,
+    entries of a dict that *is* the average (``shadow = {k: v.clone() ...}``), a
+    ``state_dict()`` dict that is loaded back, and a name that is read afterwards (returned,
+    appended, written back).
+
+    Which updates are judged: those that average *weights* (read from ``parameters()``,
+    ``named_parameters()``, ``state_dict()``, ``buffers()``, or written into an averaging
+    API's model) and are named as an average: the shadow, its container, or the function or
+    class holding the update says ``ema``, ``shadow``, ``teacher`` or ``polyak`` (also
+    ``avg``, ``average`` or ``swa`` for a ``deepcopy`` of the model), or is a
+    ``*momentum_update*``, ``soft_update``, ``target_net``... Model merging and
+    interpolation, optimizer moments, VQ codebooks and loss smoothing are not judged.
+
+    ## Why it hurts training
+    Assigning to a name makes it point to a new tensor; the tensor inside the averaged model
+    is untouched. The loop computes the average and throws it away at every step, so the
+    "EMA" model keeps its initial weights for the whole run (usually a copy of the
+    untrained model) and evaluating or exporting it gives a model that never learned.
+    Nothing fails: the update runs, it just updates nothing.
+
+    ## Example
+    ```python
+    import torch
+
+
+    @torch.no_grad()
+    def update_ema(ema_model, model, decay):
+        for e, p in zip(ema_model.parameters(), model.parameters()):
+            e = decay * e + (1 - decay) * p
+    ```
+
+    ## Use instead
+    ```python
+    import torch
+
+
+    @torch.no_grad()
+    def update_ema(ema_model, model, decay):
+        for e, p in zip(ema_model.parameters(), model.parameters()):
+            e.copy_(decay * e + (1 - decay) * p)
+    ```
+
+    ## Fix
+    Safe: the assignment becomes the in-place equivalent with the same arithmetic,
+    ``e.copy_(<expression>)`` (``sd[k].copy_(<expression>)`` for a ``state_dict()`` entry,
+    whose tensors share storage with the model's), or ``e.lerp_(p, w)`` for
+    ``e = e.lerp(p, w)``. If the update runs outside ``torch.no_grad()``, EMA303 then
+    reports it (an in-place update there is recorded by autograd) and its fix adds the
+    ``no_grad`` block.
+    """
+
+    code = "EMA301"
+    name = "ema-update-not-in-place"
+    summary = "Hand-written EMA update bound to a name, so the averaged weights never change"
+    fix_availability = FixAvailability.ALWAYS
+    fix_applicability = Applicability.SAFE
+    triggers = UPDATE_TRIGGERS
+    trigger_groups = UPDATE_TRIGGER_GROUPS
+    requires = (InPlaceUpdates, AveragingObjects)
+
+    def finish(self) -> None:
+        if not self.ctx.nodes(cst.Assign):
+            return
+        updates = self.ctx.get(InPlaceUpdates)
+        candidates = [u for u in updates.updates if isinstance(u.node, cst.Assign)]
+        if not candidates:
+            return
+        objects = self.ctx.get(AveragingObjects)
+        for update in candidates:
+            why = updates.discarded(update)
+            if why is None or not objects.averages_weights(update):
+                continue
+            assert isinstance(update.node, cst.Assign)
+            self.report(
+                update.node,
+                self._message(update, why, objects),
+                self._fix(update.node),
+            )
+
+    def _message(self, update: InPlaceUpdate, why: str, objects: AveragingObjects) -> str:
+        assert isinstance(update.node, cst.Assign)
+        target = self.ctx.code(update.node.targets[0].target)
+        averaged = objects.shadow_name(update)
+        if why == "state_dict":
+            base = update.node.targets[0].target
+            assert isinstance(base, cst.Subscript)
+            method = update.shadow_method or "state_dict"
+            return (
+                f"`{target} = ...` replaces an entry of a dict made from {averaged}'s "
+                f"{method}(), which is never loaded back: {averaged}'s tensors never change, "
+                f"so the average stays at its initial weights; write into the tensor "
+                f"({target}.copy_(...))"
+            )
+        what = "the loop variable" if why == "loop variable" else "the local name"
+        after = "" if why == "loop variable" else ", which nothing reads afterwards"
+        return (
+            f"`{target} = ...` rebinds {what} {target} to a new tensor{after}: the average is "
+            f"computed and thrown away, so {averaged}'s weights never change and the averaged "
+            f"model stays at its initial weights; update the tensor in place "
+            f"({self._suggestion(update.node)})"
+        )
+
+    def _suggestion(self, assign: cst.Assign) -> str:
+        target = self.ctx.code(assign.targets[0].target)
+        lerp = _self_lerp(assign)
+        if lerp is not None:
+            return f"{target}.lerp_(...)"
+        return f"{target}.copy_(...)"
+
+    def _fix(self, assign: cst.Assign) -> Fix:
+        target = assign.targets[0].target
+        lerp = _self_lerp(assign)
+        if lerp is not None:
+            call = cst.Call(cst.Attribute(target, cst.Name("lerp_")), lerp.args)
+            title = "Update in place with lerp_"
+        else:
+            call = _call_with(target, "copy_", assign.value)
+            title = "Update in place with copy_"
+        return Fix.safe(title, Edit.replace(assign, cst.Expr(call, semicolon=assign.semicolon)))
+
+
+def _call_with(
+    target: cst.BaseAssignTargetExpression, method: str, value: cst.BaseExpression
+) -> cst.Call:
+    """``target.method(value)``; the value's outer parentheses become the call's, with the
+    line breaks and comments they held."""
+    func = cst.Attribute(target, cst.Name(method))  # type: ignore[arg-type]
+    if not value.lpar:  # type: ignore[attr-defined]
+        return cst.Call(func, [cst.Arg(value)])
+    lpar, rpar = value.lpar[0], value.rpar[-1]  # type: ignore[attr-defined]
+    inner = value.with_changes(lpar=value.lpar[1:], rpar=value.rpar[:-1])  # type: ignore[attr-defined]
+    return cst.Call(
+        func,
+        [cst.Arg(inner, whitespace_after_arg=rpar.whitespace_before)],
+        whitespace_before_args=lpar.whitespace_after,
+    )
+
+
+def _self_lerp(assign: cst.Assign) -> cst.Call | None:
+    """``e = e.lerp(p, w)``: the call, when its receiver is the assigned name itself."""
+    value = assign.value
+    target = assign.targets[0].target
+    if (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value == "lerp"
+        and value.func.value.deep_equals(target)
+    ):
+        return value
+    return None

@@ -1,0 +1,325 @@
+"""EMA302: a hand-written EMA update that weighs the wrong side, or does not average."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import libcst as cst
+
+from ..analysis.averaging import UPDATE_TRIGGER_GROUPS, UPDATE_TRIGGERS, AveragingObjects, tokens
+from ..analysis.horizon import describe_decay, format_number, horizon
+from ..analysis.updates import Coefficient, InPlaceUpdate, InPlaceUpdates, strip_tensor
+from ..analysis.values import ValueResolver
+from ..diagnostics import Applicability, Edit, Fix, FixAvailability
+from ..rule import Rule
+from .ema103_semantics_swapped import complement_text
+
+# Names that say a value is a decay (the weight on the old average) in hand-written code.
+# ``momentum``, ``tau``, ``alpha`` and ``polyak`` mean either side depending on the project.
+_DECAY_WORDS = {"decay", "beta"}
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    kind: str  # "swapped", "sum", "away"
+    message: str
+    fix: Fix | None
+
+
+def _bare(node: cst.BaseExpression) -> cst.BaseExpression:
+    return node.with_changes(lpar=[], rpar=[]) if node.lpar else node  # type: ignore[attr-defined]
+
+
+def _complement_of(node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``1 - x`` -> ``x`` (the ``x`` of a literal one minus something)."""
+    inner = _bare(node)
+    if (
+        isinstance(inner, cst.BinaryOperation)
+        and isinstance(inner.operator, cst.Subtract)
+        and isinstance(inner.left, (cst.Integer, cst.Float))
+        and inner.left.value in ("1", "1.0", "1.")
+    ):
+        return inner.right
+    return None
+
+
+def _lag(decay: float) -> str:
+    if horizon(decay) < 2:
+        return "is the live weights with a one-step lag, not an average"
+    return f"{describe_decay(decay)}: the live weights with a short lag"
+
+
+def _compound(node: cst.BaseExpression) -> bool:
+    return isinstance(
+        node, (cst.BinaryOperation, cst.BooleanOperation, cst.IfExp, cst.UnaryOperation)
+    )
+
+
+class CoefficientsSwapped(Rule):
+    """
+    ## What it finds
+    A hand-written update of averaged weights whose coefficients are wrong, judged by which
+    operand is the average being updated (the *shadow*) and which the live weights:
+
+    - **swapped**: the coefficient on the shadow is the small one and the one on the live
+      weights the large one (``e.mul_(1 - decay).add_(p, alpha=decay)``,
+      ``e.copy_(0.001 * e + 0.999 * p)``), where the values resolve (through constants,
+      arguments, defaults); or, where they do not, the shadow is weighted by
+      ``1 - decay`` (``beta``) and the live weights by the decay; or ``lerp``'s weight is
+      a decay (``e.lerp_(p, decay)``), where it belongs to the new value;
+    - **not an average**: the two coefficients do not sum to one (``e.mul_(d).add_(p)``,
+      whose ``alpha`` defaults to 1, or ``e.mul_(d).add_(p, alpha=d)``);
+    - **a sign slip**: the update moves the shadow away from the live weights
+      (``e.add_((e - p) * (1 - d))``, ``e.sub_((p - e) * k)``).
+
+    The update is recognised in all its forms: ``mul_``/``add_`` (also as two statements,
+    legacy ``add_(1 - d, p)``, ``_foreach_mul_``/``_foreach_add_``), ``lerp_`` and
+    ``_foreach_lerp_``, ``copy_`` of a combination or a ``lerp``, ``.data =``
+    assignments, ``e -= (1 - d) * (e - p)``. Judged by operand, so EDM's
+    ``p_ema.copy_(p_net.detach().lerp(p_ema, beta))`` (the decay on the shadow, written from
+    the other side), guided-diffusion's ``mul_(rate).add_(src, alpha=1 - rate)`` and
+    mean-teacher's ``mul_(alpha).add_(1 - alpha, param)`` stay silent, as do a hard copy
+    (``tau = 1``), an equal mix, and averages of things other than weights (Adam moments,
+    VQ codebooks, loss smoothing). The live model pulled toward the average (a lookahead or
+    "update the model with the EMA" step) is not an average of the live weights and is
+    not judged.
+
+    Which updates are judged: those that average *weights* (read from ``parameters()``,
+    ``named_parameters()``, ``state_dict()``, ``buffers()``, or written into an averaging
+    API's model) and are named as an average: the shadow, its container, or the function or
+    class holding the update says ``ema``, ``shadow``, ``teacher`` or ``polyak`` (also
+    ``avg``, ``average`` or ``swa`` for a ``deepcopy`` of the model), or is a
+    ``*momentum_update*``, ``soft_update``, ``target_net``... Model merging and
+    interpolation, optimizer moments, VQ codebooks and loss smoothing are not judged.
+
+    ## Why it hurts training
+    ``e.mul_(1 - decay).add_(p, alpha=decay)`` with decay 0.999 keeps 0.1% of the average and
+    takes 99.9% of the live weights at every step: the "EMA" is the live model with a
+    one-step lag and brings none of the benefit of averaging. Coefficients that do not sum to
+    one make the average grow or shrink geometrically instead of tracking the weights, and
+    a sign slip pushes it away from them until it diverges. Training runs in every case; the
+    averaged model is just useless.
+
+    ## Example
+    ```python
+    import torch
+
+
+    @torch.no_grad()
+    def update_ema(ema_model, model, decay=0.999):
+        for e, p in zip(ema_model.parameters(), model.parameters()):
+            e.mul_(1 - decay).add_(p, alpha=decay)
+    ```
+
+    ## Use instead
+    ```python
+    import torch
+
+
+    @torch.no_grad()
+    def update_ema(ema_model, model, decay=0.999):
+        for e, p in zip(ema_model.parameters(), model.parameters()):
+            e.mul_(decay).add_(p, alpha=1 - decay)
+    ```
+
+    ## Fix
+    Safe, for a clean swap: the two coefficients are exchanged
+    (``e.mul_(1 - decay).add_(p, alpha=decay)`` becomes ``e.mul_(decay).add_(p, alpha=1 -
+    decay)``); where one weight stands for both (``lerp``, ``e.sub_((e - p) * k)``) it
+    becomes its complement (``e.lerp_(p, decay)`` becomes ``e.lerp_(p, 1 - decay)``). A sign
+    slip is fixed by exchanging the operands of the difference. Coefficients that do not sum
+    to one have no automatic fix: which one is meant cannot be told.
+    """
+
+    code = "EMA302"
+    name = "ema-coefficients-swapped"
+    summary = "Hand-written EMA update that weighs the wrong side, or does not average"
+    fix_availability = FixAvailability.SOMETIMES
+    fix_applicability = Applicability.SAFE
+    triggers = UPDATE_TRIGGERS
+    trigger_groups = UPDATE_TRIGGER_GROUPS
+    requires = (InPlaceUpdates, AveragingObjects, ValueResolver)
+
+    def finish(self) -> None:
+        updates = self.ctx.get(InPlaceUpdates).updates
+        if not updates:
+            return
+        objects = self.ctx.get(AveragingObjects)
+        self._resolver = self.ctx.get(ValueResolver)
+        for update in updates:
+            if update.old_weight is None or update.new_weight is None:
+                continue
+            if not objects.averages_weights(update):
+                continue
+            verdict = self._judge(update, objects.shadow_name(update))
+            if verdict is not None:
+                self.report(update.node, verdict.message, verdict.fix)
+
+    # Judging -----------------------------------------------------------------------------------
+    def _number(self, coefficient: Coefficient) -> float | None:
+        value = self._resolver.number(coefficient.expr)
+        if value is None:
+            return None
+        return 1.0 - value if coefficient.complement else value
+
+    def _judge(self, update: InPlaceUpdate, averaged: str) -> _Verdict | None:
+        assert update.old_weight is not None and update.new_weight is not None
+        shadow = self.ctx.code(strip_tensor(update.shadow))
+        if update.away:
+            return _Verdict(
+                "away",
+                f"the update moves {shadow} away from the live weights (a sign slip: it adds "
+                f"the weight times ({shadow} - live) instead of (live - {shadow})): "
+                f"{averaged} drifts away from the model and diverges instead of averaging it",
+                self._flip_difference(update),
+            )
+        old = self._number(update.old_weight)
+        new = self._number(update.new_weight)
+        if old is not None and new is not None:
+            total = old + new
+            if not math.isclose(total, 1.0, abs_tol=1e-9):
+                implicit = not self._in_module(update.new_weight.expr)
+                on_live = (
+                    "1 (on the live weights: add_ without alpha= adds them whole)"
+                    if implicit
+                    else f"{format_number(new)} (on the live weights)"
+                )
+                return _Verdict(
+                    "sum",
+                    f"the coefficients {format_number(old)} (on {shadow}) and "
+                    f"{on_live} sum to "
+                    f"{format_number(round(total, 10))}, not 1: {averaged} "
+                    f"{'grows' if total > 1 else 'shrinks'} geometrically instead of "
+                    f"averaging the weights",
+                    None,
+                )
+            if 0.0 < old < new < 1.0:
+                return _Verdict(
+                    "swapped",
+                    f"the coefficients are swapped: {shadow} keeps {format_number(old)} of "
+                    f"itself and takes {format_number(new)} of the live weights per update, "
+                    f"so {averaged} {_lag(old)}; a decay of {format_number(new)} belongs on "
+                    f"{shadow}",
+                    self._swap(update),
+                )
+            return None
+        old_key = self._symbol(update.old_weight)
+        new_key = self._symbol(update.new_weight)
+        if old_key is None or new_key is None or old_key[0] != new_key[0]:
+            return None
+        name, old_complemented = old_key
+        if old_complemented == new_key[1]:
+            side = f"1 - {name}" if old_complemented else name
+            return _Verdict(
+                "sum",
+                f"both {shadow} and the live weights are weighted by {side}: the coefficients "
+                f"sum to 1 only if {name} is 0.5, so {averaged} grows or shrinks geometrically "
+                f"instead of averaging the weights",
+                None,
+            )
+        if old_complemented and self._names_decay(name):
+            one_weight = update.old_weight.expr is update.new_weight.expr
+            where = (
+                "lerp's weight belongs to the new value"
+                if one_weight and update.form in ("lerp", "foreach", "copy", "assign")
+                else "the decay belongs on the average"
+            )
+            return _Verdict(
+                "swapped",
+                f"the coefficients are swapped: {shadow} is weighted by 1 - {name} and the "
+                f"live weights by {name} ({where}), so {averaged} is the live weights with a "
+                f"lag of about one update, not an average",
+                self._swap(update),
+            )
+        return None
+
+    def _symbol(self, coefficient: Coefficient) -> tuple[str, bool] | None:
+        """``1 - (1 - d)`` -> ("d", False): the name a coefficient is built from, complemented
+        or not."""
+        expr = _bare(coefficient.expr)
+        complemented = coefficient.complement
+        while True:
+            inner = _complement_of(expr)
+            if inner is None:
+                break
+            expr, complemented = _bare(inner), not complemented
+        if not isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)):
+            return None
+        return self.ctx.code(expr), complemented
+
+    @staticmethod
+    def _names_decay(name: str) -> bool:
+        words = tokens(name.replace("[", ".").replace("]", "").replace('"', "").replace("'", ""))
+        return any(w in _DECAY_WORDS for w in words) or ("ema" in words and "rate" in words)
+
+    # Fixes --------------------------------------------------------------------------------------
+    def _place(self, old: cst.BaseExpression, new: cst.BaseExpression) -> cst.BaseExpression:
+        """``new`` shaped for the position of ``old``: bare in an argument, parenthesised as
+        an operand."""
+        parent = self.ctx.parent(old)
+        bare = _bare(new)
+        if isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation)) and _compound(bare):
+            return bare.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        return bare
+
+    def _complement(self, node: cst.BaseExpression) -> cst.BaseExpression:
+        inner = _complement_of(node)
+        if inner is not None:
+            return inner
+        bare = _bare(node)
+        if isinstance(bare, cst.Float):
+            text = complement_text(bare.value)
+            if text is not None:
+                return cst.Float(text)
+        operand = bare
+        if _compound(bare):
+            operand = bare.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        return cst.BinaryOperation(
+            cst.Integer("1"),
+            cst.Subtract(
+                whitespace_before=cst.SimpleWhitespace(" "),
+                whitespace_after=cst.SimpleWhitespace(" "),
+            ),
+            operand,
+        )
+
+    def _in_module(self, node: cst.CSTNode) -> bool:
+        return id(node) in self.ctx.index.order
+
+    def _swap(self, update: InPlaceUpdate) -> Fix | None:
+        old = update.old_weight
+        new = update.new_weight
+        assert old is not None and new is not None
+        if not (self._in_module(old.expr) and self._in_module(new.expr)):
+            return None  # an implicit weight (``add_(p)``'s alpha of 1)
+        if old.expr is new.expr:
+            weight = new.expr
+            return Fix.safe(
+                "Use the complement of the weight",
+                Edit.replace(weight, self._place(weight, self._complement(weight))),
+            )
+        if old.complement or new.complement:
+            return None
+        return Fix.safe(
+            "Exchange the two coefficients",
+            Edit.replace(old.expr, self._place(old.expr, new.expr)),
+            Edit.replace(new.expr, self._place(new.expr, old.expr)),
+        )
+
+    def _flip_difference(self, update: InPlaceUpdate) -> Fix | None:
+        shadow = self.ctx.code(strip_tensor(update.shadow))
+        for node in self.ctx.index.descendants(update.node, cst.BinaryOperation):
+            if not (
+                isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Subtract)
+            ):
+                continue
+            if (
+                self.ctx.code(strip_tensor(node.left)) == shadow
+                or self.ctx.code(strip_tensor(node.right)) == shadow
+            ):
+                return Fix.safe(
+                    "Move toward the live weights",
+                    Edit.replace(node, node.with_changes(left=node.right, right=node.left)),
+                )
+        return None

@@ -1,0 +1,248 @@
+"""EMA401: an SWA model used without recalibrating its BatchNorm statistics."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from ..analysis.batches import BatchShape
+from ..analysis.names import ImportTable
+from ..analysis.norm_layers import NormLayers
+from ..analysis.swa import SwaAnalysis, SwaModel, UpdateSite
+from ..analysis.values import ValueResolver
+from ..diagnostics import Applicability, Edit, Fix, FixAvailability
+from ..rule import Rule
+
+UPDATE_BN = "torch.optim.swa_utils.update_bn"
+_TRAIN_LOADER = re.compile(r"^(train|training)_?(data)?_?(loader|dl|dataloader)$", re.IGNORECASE)
+_VALIDATION = re.compile(r"(^|_)(val|valid|validation|eval|test|dev)(_|$|\d)", re.IGNORECASE)
+
+
+class SwaMissingUpdateBn(Rule):
+    """
+    ## What it finds
+    An ``AveragedModel`` that takes an equal average of the weights (SWA: no EMA
+    averaging function) and does not average buffers (``use_buffers=False``, the default),
+    that training updates and that is then evaluated, saved or returned, with no
+    ``torch.optim.swa_utils.update_bn(loader, swa_model)`` on it after its last
+    ``update_parameters``. The model, the loop, the loader and the evaluation may sit in
+    different functions or methods of the module; ``swa_utils`` may be imported under any
+    name.
+
+    Silent when buffers are averaged (``use_buffers=True``), for EMA averaged models
+    (``get_ema_multi_avg_fn``: an EMA of contiguous steps keeps usable statistics), for
+    Lightning's ``StochasticWeightAveraging`` (it recalibrates itself), and when the module
+    shows the whole model and it has no BatchNorm (only LayerNorm or GroupNorm layers, or
+    none). Whether a model has BatchNorm usually cannot be seen in the file, so no evidence
+    of it is needed. An ``update_bn`` given the live model instead, or placed before the
+    last update, is EMA404's finding; one given a model that cannot be followed
+    (``for m in models: update_bn(loader, m)``) may be this one, and keeps the rule silent.
+
+    ## Why it hurts training
+    ``AveragedModel`` averages the parameters but *copies* the buffers: after each update
+    its BatchNorm running means and variances are those of the live model at that moment,
+    statistics of activations that the averaged weights never produce. Evaluated like
+    that, an SWA model can score far below the live one (near-chance accuracy has been
+    reported), and the averaging looks useless when it is not. ``update_bn`` runs one pass
+    over the training data to recompute the statistics for the averaged weights.
+
+    ## Example
+    ```python
+    import torch
+    from torch.optim.swa_utils import AveragedModel, SWALR
+
+    swa_model = AveragedModel(model)
+    swa_scheduler = SWALR(optimizer, swa_lr=0.05)
+    for epoch in range(100):
+        for x, y in train_loader:
+            optimizer.zero_grad()
+            loss_fn(model(x), y).backward()
+            optimizer.step()
+        if epoch >= 75:
+            swa_model.update_parameters(model)
+            swa_scheduler.step()
+    torch.save(swa_model.state_dict(), "swa.pt")
+    ```
+
+    ## Use instead
+    ```python
+    import torch
+    from torch.optim.swa_utils import AveragedModel, SWALR
+
+    swa_model = AveragedModel(model)
+    swa_scheduler = SWALR(optimizer, swa_lr=0.05)
+    for epoch in range(100):
+        for x, y in train_loader:
+            optimizer.zero_grad()
+            loss_fn(model(x), y).backward()
+            optimizer.step()
+        if epoch >= 75:
+            swa_model.update_parameters(model)
+            swa_scheduler.step()
+    torch.optim.swa_utils.update_bn(train_loader, swa_model)
+    torch.save(swa_model.state_dict(), "swa.pt")
+    ```
+
+    ## Fix
+    Inserts ``update_bn(<loader>, <swa_model>)`` right after the outermost loop of the
+    run that updates the average (the epoch loop, in the function that runs it), with
+    ``device=`` when the loop moves its batches to a device (``x.to(device)``,
+    ``x.cuda()``). The loader is the one that loop's batches come from, written as that
+    function writes it (``train_loader`` for the ``loader`` parameter of the function
+    that reads the batches).
+    ``update_bn`` is spelled as the module already imports it (``update_bn``,
+    ``su.update_bn``, ``swa_utils.update_bn``, ``torch.optim.swa_utils.update_bn``), or
+    ``from torch.optim.swa_utils import update_bn`` is added.
+
+    Safe when that loader is unambiguous: a single loader, whose batches are a tensor or a
+    tuple with the input first (what ``update_bn`` feeds to the model). Unsafe when there
+    are several loaders, when the batches are objects read by attribute, or when no loop
+    over batches is visible and the loader is a training-loader name in scope. No fix for
+    batches that are mappings (``update_bn`` cannot feed them), or when the average is
+    updated from a hook rather than a loop.
+    """
+
+    code = "EMA401"
+    name = "swa-missing-update-bn"
+    summary = "SWA model used without recalibrating its BatchNorm statistics (update_bn)"
+    fix_availability = FixAvailability.SOMETIMES
+    fix_applicability = Applicability.SAFE
+    triggers = (b"AveragedModel",)
+    requires = (SwaAnalysis, NormLayers)
+
+    def finish(self) -> None:
+        swa = self.ctx.get(SwaAnalysis)
+        for model in swa.models:
+            if self._needs_update_bn(swa, model):
+                self._report(swa, model)
+
+    def _needs_update_bn(self, swa: SwaAnalysis, model: SwaModel) -> bool:
+        if not model.equal or model.buffers_averaged is not False or not model.sites:
+            return False
+        if model.bn_calls or swa.live_bn_calls(model) or swa.unidentified_bn_calls():
+            return False
+        if not self._used_after(swa, model):
+            return False
+        source = model.obj.source
+        return source is None or self.ctx.get(NormLayers).batch_norm(source) is not False
+
+    def _used_after(self, swa: SwaAnalysis, model: SwaModel) -> bool:
+        return any(
+            use.kind not in ("registered", "attribute") or use.detail in ("module",)
+            for use in swa.uses(model)
+        )
+
+    def _report(self, swa: SwaAnalysis, model: SwaModel) -> None:
+        sites = [s for s in model.sites if s.outer is not None]
+        site = max(sites, key=lambda s: self.ctx.index.order[id(s.outer)]) if sites else None
+        loader = "<train loader>"
+        fix: Fix | None = None
+        where = ""
+        if site is not None and site.outer is not None:
+            fix, loader_code = self._fix(swa, model, site)
+            loader = loader_code or loader
+            header = self.ctx.code(site.outer).strip().split("\n", 1)[0]
+            where = f" after `{header}`"
+        self.report(
+            model.obj.creation,
+            f"{model.name} is an equal-weight (SWA) average and is used without update_bn: "
+            "AveragedModel copies BatchNorm running statistics from the live model instead "
+            "of averaging them, so they belong to no model it averages and its accuracy can "
+            f"collapse; call update_bn({loader}, {model.name}){where}",
+            fix,
+        )
+
+    # The fix -----------------------------------------------------------------------------------
+    def _fix(
+        self, swa: SwaAnalysis, model: SwaModel, site: UpdateSite
+    ) -> tuple[Fix | None, str | None]:
+        """The fix, and the loader's code (for the message) when it is known."""
+        assert site.outer is not None
+        loader, safe, device = self._loader(swa, site)
+        if loader is None:
+            return None, None
+        loader_code = self._code(loader)
+        spelled = swa.spelled_at_outer(model, site)
+        reference, imports = self._reference(site.outer)
+        if spelled is None or reference is None:
+            return None, loader_code
+        args = [loader_code, self._code(spelled)]
+        if device is not None:
+            args.append(f"device={device}")
+        call = f"{reference}({', '.join(args)})"
+        statement = cst.parse_statement(call + "\n", config=self.ctx.module.config_for_parsing)
+        edits = [Edit.insert_after(site.outer, [statement]), *imports]
+        title = f"Recalibrate BatchNorm after the loop: {call}"
+        return (Fix.safe(title, *edits) if safe else Fix.unsafe(title, *edits)), loader_code
+
+    def _loader(
+        self, swa: SwaAnalysis, site: UpdateSite
+    ) -> tuple[cst.BaseExpression | None, bool, str | None]:
+        """(the loader at the outer loop, whether it is certain, the device code)."""
+        candidates: list[tuple[cst.BaseExpression, bool, str | None]] = []
+        for batch in swa.batch_loops(site):
+            if batch.loader is None:
+                continue
+            if batch.shape is BatchShape.MAPPING:
+                return None, False, None
+            loader = swa.at_outer(site, batch, batch.loader)
+            if loader is None:
+                continue
+            device: str | None = '"cuda"' if batch.cuda else None
+            if batch.device is not None:
+                lifted = swa.at_outer(site, batch, batch.device)
+                if lifted is None:
+                    continue
+                device = self._code(lifted)
+            certain = batch.loaders == 1 and batch.shape is not BatchShape.UNKNOWN
+            candidates.append((loader, certain, device))
+        distinct = {self._code(c[0]) for c in candidates}
+        if len(distinct) == 1:
+            loader, certain, device = candidates[0]
+            certain = certain and all(c[1] for c in candidates)
+            if _VALIDATION.search(self._code(loader).split("[")[0]):
+                certain = False
+            return loader, certain, device
+        if candidates:
+            ordered = sorted(
+                candidates, key=lambda c: not _TRAIN_LOADER.search(_last(self._code(c[0])))
+            )
+            return ordered[0][0], False, ordered[0][2]
+        name = self._loader_in_scope(site)
+        return (cst.Name(name), False, None) if name is not None else (None, False, None)
+
+    def _loader_in_scope(self, site: UpdateSite) -> str | None:
+        """A training-loader name bound where the outer loop is (no batch loop visible)."""
+        assert site.outer is not None
+        resolver = self.ctx.get(ValueResolver)
+        seen: set[str] = set()
+        for name in self.ctx.nodes(cst.Name):
+            value = name.value
+            if value in seen or not _TRAIN_LOADER.search(value):
+                continue
+            seen.add(value)
+            if resolver.visible(value, site.outer):
+                return value
+        return None
+
+    def _reference(self, at: cst.CSTNode) -> tuple[str | None, list[Edit]]:
+        """How the module spells update_bn where the fix writes it, and imports to add."""
+        imports = self.ctx.get(ImportTable)
+        resolver = self.ctx.get(ValueResolver)
+        reference = imports.local_reference(UPDATE_BN)
+        if reference is not None:
+            head = reference.split(".", 1)[0]
+            bindings = resolver.visible(head, at)
+            if bindings and all(b.kind == "import" for b in bindings):
+                return reference, []
+        if resolver.visible("update_bn", at):
+            return None, []  # some other update_bn is in scope
+        return "update_bn", [Edit.add_import("torch.optim.swa_utils", "update_bn")]
+
+    def _code(self, node: cst.CSTNode) -> str:
+        return cst.Module([]).code_for_node(node).strip()
+
+
+def _last(code: str) -> str:
+    return re.split(r"[.\[]", code)[-1].strip("\"']")

@@ -1,0 +1,72 @@
+"""Framework-run loops (Lightning hooks, Keras, mmengine), without any rule."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ema_lint.analysis.averaging import AveragingObjects
+from ema_lint.analysis.framework import FrameworkHooks
+from tests.analysis.helpers import calls_named, context
+
+LIGHTNING = """
+import lightning.pytorch as pl
+from timm.utils import ModelEmaV2
+
+
+class Lit(pl.LightningModule):
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+        self.ema = ModelEmaV2(net)
+
+    def training_step(self, batch, batch_idx):
+        self._ema()
+        return self.net(batch)
+
+    def _ema(self):
+        self.ema.update(self.net)
+
+    def validation_step(self, batch, batch_idx):
+        return self.ema.module(batch)
+
+
+trainer = pl.Trainer(accumulate_grad_batches=ACCUM)
+ACCUM = 2
+"""
+
+
+def test_lightning_hooks_and_per_batch_updates() -> None:
+    ctx = context(LIGHTNING)
+    hooks = ctx.get(FrameworkHooks)
+    functions = {f.name.value: f for f in ctx.nodes(cst.FunctionDef)}
+    assert hooks.lightning_hook(functions["training_step"])
+    assert not hooks.lightning_hook(functions["_ema"])  # a private helper is not a hook
+    assert hooks.is_eval_hook(functions["validation_step"])
+    assert not hooks.is_eval_hook(functions["training_step"])
+    [obj] = ctx.get(AveragingObjects).objects
+    [(update, hook, setting)] = list(hooks.per_batch_updates(obj))
+    assert hook.name.value == "training_step" and ctx.code(setting) == "ACCUM"
+    assert ctx.code(hooks.anchor_in(update, hook)) == "self._ema()"
+
+
+def test_no_accumulation_no_per_batch_finding() -> None:
+    ctx = context(LIGHTNING.replace("ACCUM = 2", "ACCUM = 1"))
+    [obj] = ctx.get(AveragingObjects).objects
+    assert list(ctx.get(FrameworkHooks).per_batch_updates(obj)) == []
+
+
+def test_keras_and_mmengine_accumulation() -> None:
+    ctx = context(
+        "import keras\n"
+        "opt = keras.optimizers.Adam(use_ema=True, gradient_accumulation_steps=4)\n"
+        "optim_wrapper = dict(type='OptimWrapper', accumulative_counts=2)\n"
+        "hooks = [dict(type='EMAHook', momentum=0.001)]\n"
+        "ok = [dict(type='EMAHook', momentum=0.001, interval=4)]\n"
+    )
+    hooks = ctx.get(FrameworkHooks)
+    optimizer, hook, with_interval = ctx.get(AveragingObjects).objects
+    assert len(list(hooks.optimizer_ema_accumulation(optimizer))) == 1
+    [(_, counts, fix)] = list(hooks.mmengine_ema_accumulation(hook))
+    assert ctx.code(counts) == "2" and fix is not None
+    assert list(hooks.mmengine_ema_accumulation(with_interval)) == []
+    assert calls_named(ctx, "Adam")

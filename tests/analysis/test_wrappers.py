@@ -1,0 +1,55 @@
+"""Which expression holds a wrapped model at a point, without any rule."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ema_lint.analysis.wrappers import ModelWrappers
+from tests.analysis.helpers import context
+
+SOURCE = """
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+def run(model, accelerator, args):
+    probe(model)
+    model = DDP(model)
+    probe(model)
+    net, opt = accelerator.prepare(args.net, args.opt)
+    probe(net, opt)
+    if args.compile:
+        model = torch.compile(model)
+    probe(model)
+    model = model.module
+    probe(model)
+"""
+
+
+def test_wrapped_at_each_point() -> None:
+    ctx = context(SOURCE)
+    wrappers = ctx.get(ModelWrappers)
+    probes = [c for c in ctx.nodes(cst.Call) if ctx.code(c.func) == "probe"]
+
+    def at(n: int, arg: int = 0):
+        call = probes[n]
+        return wrappers.wrapped_at(call.args[arg].value, call)
+
+    assert at(0) is None
+    ddp = at(1)
+    assert ddp.wrapper == "DistributedDataParallel" and not ddp.conditional
+    prepared = at(2)
+    assert (
+        prepared.wrapper == "accelerator.prepare"
+        and ctx.code(prepared.accelerator) == "accelerator"
+    )
+    assert at(2, 1).wrapper == "accelerator.prepare"  # the optimizer too: rules ask for models only
+    compiled = at(3)
+    assert compiled.wrapper == "torch.compile" and compiled.conditional
+    assert at(4) is None
+
+
+def test_inline_wrapper_call() -> None:
+    ctx = context("import torch\nx = probe(torch.compile(model))\n")
+    [call] = [c for c in ctx.nodes(cst.Call) if ctx.code(c.func) == "probe"]
+    found = ctx.get(ModelWrappers).wrapped_at(call.args[0].value, call)
+    assert found.wrapper == "torch.compile" and found.assignment is None

@@ -1,0 +1,165 @@
+"""The pre-filter: sound (never skips a file a rule reports on) and as tight as its triggers."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ema_lint import registry
+from ema_lint.prefilter import (
+    PreFilter,
+    component,
+    identifier,
+    identifier_components,
+)
+from ema_lint.rule import Rule
+from tests.fixture_cases import all_cases
+
+
+def _rule(*triggers: bytes) -> type[Rule]:
+    return type("Made", (Rule,), {"code": "EMA999", "name": "made", "triggers": triggers})
+
+
+def test_every_fixture_with_a_finding_passes_the_union_of_all_rules() -> None:
+    """The run's filter (the union) admits every case any rule reports on, as bytes and text."""
+    union = PreFilter(registry.all_rules())
+    for case in all_cases():
+        if not [c for c, _, _ in case.expected() if not registry.is_internal(c)]:
+            continue
+        data = case.path.read_bytes()
+        assert union.matches(data), case.id
+        assert union.matches(data.decode("utf-8")), case.id
+        assert PreFilter.default().matches(data), case.id
+
+
+def test_default_is_the_union_of_every_registered_rule() -> None:
+    assert PreFilter.default().tokens == PreFilter(registry.all_rules()).tokens
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("model_ema = x", True),
+        ("ema_model.update()", True),
+        ("self.ema.update(model)", True),
+        ("ModelEmaV2(model)", True),
+        ("EMAModel(params)", True),
+        ("USE_EMA = True", True),
+        ("emaDecay = 0.9", True),
+        ("ema2 = 1", True),
+        ("x = getattr(cfg, 'ema')", True),  # strings count: configs name EMA keys
+        ("schema = load()", False),
+        ("remain = 3", False),
+        ("Emacs = None", False),
+        ("EMAIL = 'a@b'", False),
+        ("EMAs = []", False),
+        ("THEMA = 1", False),
+        ("swap = 1", False),
+        ("", False),
+    ],
+)
+def test_component_triggers(text: str, expected: bool) -> None:
+    rule = _rule(component("ema"), component("swa"))
+    assert PreFilter([rule]).matches(text.encode()) is expected
+    assert PreFilter([rule]).matches(text) is expected
+
+
+def test_identifier_trigger_is_a_whole_identifier() -> None:
+    f = PreFilter([_rule(identifier("EMA"))])
+    assert f.matches(b"from ema_pytorch import EMA\n")
+    assert f.matches(b"e = ema_pytorch.EMA(m)")
+    assert not f.matches(b"SCHEMA = 1\nEMAIL = 2\nEMA_X = 3\n")
+
+
+def test_plain_triggers_are_substrings() -> None:
+    f = PreFilter([_rule(b"update_bn", b"lerp_")])
+    assert f.matches(b"torch.optim.swa_utils.update_bn(loader, model)")
+    assert f.matches(b"p.lerp_(q, 0.1)")
+    assert not f.matches(b"p.mul_(0.9)")
+
+
+def test_union_of_rules_and_gates() -> None:
+    f = PreFilter([_rule(b"ModelEmaV2", b"ModelEma"), _rule(component("ema"), b"update_bn")])
+    # ModelEma holds the gate Ema: one scan covers both literals and the component.
+    assert b"ModelEma" not in f.gates and b"ModelEmaV2" not in f.gates
+    assert f.matches(b"x = ModelEmaV2(m)")
+    assert f.matches(b"ModelEmax")  # a plain literal is a substring, even inside a word
+    assert f.matches(b"update_bn(l, m)")
+    assert not f.matches(b"Emax = 1")
+
+
+def test_a_rule_without_triggers_sees_every_file() -> None:
+    assert PreFilter([_rule()]).matches(b"x = 1")
+    assert PreFilter([_rule(b"")]).matches(b"x = 1")
+
+
+def test_internal_rules_do_not_open_the_filter() -> None:
+    internal = [r for r in registry.all_rules() if getattr(r, "internal", False)]
+    assert internal
+    assert not PreFilter(internal).matches(b"x = 1")
+
+
+def test_bad_triggers_are_refused() -> None:
+    with pytest.raises(TypeError):
+        PreFilter([_rule("ema")])  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        component("EMA")
+    with pytest.raises(ValueError):
+        identifier("not an identifier")
+
+
+def test_non_ascii_literal_matches_text_and_bytes() -> None:
+    f = PreFilter([_rule("décroissance".encode())])
+    assert f.matches("x = 'décroissance'")
+    assert f.matches("x = 'décroissance'".encode())
+    assert not f.matches("x = 'decroissance'")
+
+
+def test_identifier_components() -> None:
+    assert identifier_components("EMAModel") == ["ema", "model"]
+    assert identifier_components("ModelEmaV2") == ["model", "ema", "v", "2"]
+    assert identifier_components("model_ema") == ["model", "ema"]
+    assert identifier_components("USE_EMA") == ["use", "ema"]
+    assert identifier_components("schema") == ["schema"]
+    assert identifier_components("EMAIL") == ["email"]
+
+
+_pieces = st.sampled_from(
+    ["ema", "Ema", "EMA", "eMA", "emA", "s", "S", "x", "X", "Model", "MODEL", "_", "2", "ch", "il"]
+)
+_identifiers = st.lists(_pieces, min_size=1, max_size=6).map("".join)
+
+
+@given(_identifiers)
+def test_component_match_agrees_with_identifier_components(name: str) -> None:
+    """Sound and tight: on any identifier the filter matches iff ``ema`` is a component."""
+    f = PreFilter([_rule(component("ema"))])
+    expected = "ema" in identifier_components(name)
+    assert f.matches(name.encode()) is expected, identifier_components(name)
+    assert f.matches(name) is expected
+
+
+@given(st.lists(_identifiers, min_size=1, max_size=5), st.sampled_from([" ", ".", "(", "\n", "'"]))
+def test_component_match_in_text_is_any_identifier(names: list[str], sep: str) -> None:
+    """In a text of several identifiers the filter matches iff one of them has the component."""
+    text = sep.join(names)
+    words = re.findall(r"[A-Za-z0-9_]+", text)
+    expected = any("ema" in identifier_components(w) for w in words)
+    assert PreFilter([_rule(component("ema"))]).matches(text.encode()) is expected
+
+
+@given(
+    st.lists(st.sampled_from([b"EMA", b"ModelEma", b"update_bn", b"lerp_", b"AveragedModel"])),
+    st.binary(max_size=40),
+    st.sampled_from([b"", b"EMA", b"update_b", b"lerp", b"AveragedModel", b"ModelEm"]),
+)
+def test_literal_union_is_exactly_any_substring(
+    triggers: list[bytes], noise: bytes, inserted: bytes
+) -> None:
+    data = noise[:20] + inserted + noise[20:]
+    f = PreFilter([_rule(*triggers)])
+    expected = any(t in data for t in triggers) if triggers else True
+    assert f.matches(data) is expected
