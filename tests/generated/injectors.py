@@ -3,9 +3,11 @@
 An :class:`Injector` says, for one rule code:
 
 - ``slot``: the part of the script it controls (:class:`~tests.generated.scripts.Plan`):
-  ``decay`` (the main averaging object's weight), ``teacher`` (a self-distillation
-  teacher's weight), ``cast`` (a precision cast of the averaged copy), ``run`` (the run
-  length). A slot holds at most one bug; a slot without one holds its clean variant;
+  ``decay`` (the main averaging object's weight, and the run length it is judged
+  against), ``teacher`` (a self-distillation teacher's weight), ``cast`` (a precision
+  cast of the averaged copy), ``wrap`` (whether the copy is made before or after
+  accelerate wraps the model). A slot holds at most one bug; a slot without one holds its
+  clean variant;
 - ``when``: the plans it can be injected into (e.g. a too-high decay only where the run
   length is unknown: otherwise EMA104, not EMA101, judges it);
 - ``inject``: how it edits the plan (set a value, add a statement), and ``tag``, the
@@ -105,6 +107,15 @@ def _cast(plan: Plan, draw: Callable) -> None:
     plan.cast = "bug"
 
 
+def _wrapped(plan: Plan, draw: Callable) -> None:
+    plan.wrapped_copy = True
+
+
+# APIs that copy the model by name (not those that unwrap it themselves, like ultralytics'
+# ModelEMA, or average a list of parameters, like diffusers and torch-ema).
+_COPIES_THE_MODULE = ("timm-v2", "timm-v3", "torch-averaged", "ema-pytorch", "mmengine")
+
+
 def _long_or_unknown(plan: Plan) -> bool:
     return plan.run != "short"
 
@@ -169,6 +180,15 @@ INJECTORS: tuple[Injector, ...] = (
         inject=_short_run,
     ),
     Injector(
+        "EMA207",
+        "copy-of-wrapped-model",
+        "wrap",
+        "model-argument",
+        "safe",
+        when=lambda plan: plan.loop == "accelerate" and plan.flavor.key in _COPIES_THE_MODULE,
+        inject=_wrapped,
+    ),
+    Injector(
         "EMA105",
         "averaged-copy-in-half",
         "cast",
@@ -204,6 +224,7 @@ CLEAN: tuple[Clean, ...] = (
     Clean("teacher", "teacher-in-its-range", _teacher([0.991, 0.995, 0.996, 0.999])),
     Clean("cast", "none", _no_change),
     Clean("cast", "export-after-training", _export_cast),
+    Clean("wrap", "copy-before-wrapping", _no_change),
 )
 
-SLOTS = ("decay", "teacher", "cast")
+SLOTS = ("decay", "teacher", "cast", "wrap")

@@ -203,6 +203,7 @@ class Plan:
     extras: frozenset[str]
     teacher: Teacher | None = None
     cast: str = "none"  # "none", "bug" (before the loop), "export" (after training)
+    wrapped_copy: bool = False  # the averaged copy is made after accelerate.prepare
     bugs: list[Bug] = field(default_factory=list)
 
     @property
@@ -575,16 +576,12 @@ def _setup(w: _Writer, plan: Plan, cls: str, fn: str, value: str) -> None:
         w(f"{r('scheduler')} = {torch}.optim.lr_scheduler.ExponentialLR({opt}, gamma=0.99)")
     w(f"{r('criterion')} = {nn}.CrossEntropyLoss(label_smoothing=0.1)")
     w(f'device = "cuda" if {torch}.cuda.is_available() else "cpu"')
-    if plan.loop == "accelerate":
-        accelerator, loader = r("accelerator"), r("loader")
-        w(f"{accelerator} = Accelerator(gradient_accumulation_steps=ACCUM)")
-        w(f"{model}, {opt}, {loader} = {accelerator}.prepare({model}, {opt}, {loader})")
     if plan.loop == "amp":
         w(f"{r('scaler')} = {torch}.cuda.amp.GradScaler()")
-    _build_ema(w, plan, cls, fn, value)
-    if plan.cast == "bug":
-        inner = f.inner.format(ema=r("ema"), model=model)
-        w(f.cast.format(inner=inner, ema=r("ema"), torch=torch), tag="cast")
+    # The averaged copies are made of the bare model, before accelerate wraps it (timm's
+    # recipe); the EMA207 injector moves the main one after the wrapping.
+    if not plan.wrapped_copy:
+        _averaged_copy(w, plan, cls, fn, value)
     teacher = plan.teacher
     if teacher is not None:
         name = r("teacher")
@@ -598,6 +595,20 @@ def _setup(w: _Writer, plan: Plan, cls: str, fn: str, value: str) -> None:
     if "dino-teacher" in plan.extras:
         w(f"{r('dino_teacher')} = copy.deepcopy({model})")
         w(f"{r('dino_teacher')}.requires_grad_(False)")
+    if plan.loop == "accelerate":
+        accelerator, loader = r("accelerator"), r("loader")
+        w(f"{accelerator} = Accelerator(gradient_accumulation_steps=ACCUM)")
+        w(f"{model}, {opt}, {loader} = {accelerator}.prepare({model}, {opt}, {loader})")
+    if plan.wrapped_copy:
+        _averaged_copy(w, plan, cls, fn, value)
+
+
+def _averaged_copy(w: _Writer, plan: Plan, cls: str, fn: str, value: str) -> None:
+    f, r = plan.flavor, plan.ref
+    _build_ema(w, plan, cls, fn, value)
+    if plan.cast == "bug":
+        inner = f.inner.format(ema=r("ema"), model=r("model"))
+        w(f.cast.format(inner=inner, ema=r("ema"), torch=plan.names["torch"]), tag="cast")
 
 
 def _export(w: _Writer, plan: Plan) -> None:
@@ -665,16 +676,17 @@ def _build_ema(w: _Writer, plan: Plan, cls: str, fn: str, value: str) -> None:
     built = f.build.format(cls=cls, fn=fn, model=model, value="{value}", extra=f.extra)
     if not plan.multiline:
         w(f"{ema} = " + built.format(value=argument), tag="value")
+        w.tags.setdefault("model-argument", len(w.lines))
         return
     # One argument per line, black style.
     head, _, rest = built.partition("(")
     w(f"{ema} = {head}(")
     with w.block():
-        for arg in _split_arguments(rest[:-1]):
+        for number, arg in enumerate(_split_arguments(rest[:-1])):
             if "{value}" in arg:
                 w(arg.format(value=argument) + ",", tag="value")
             else:
-                w(arg + ",")
+                w(arg + ",", tag="model-argument" if number == 0 else None)
     w(")")
 
 
