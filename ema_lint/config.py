@@ -96,6 +96,11 @@ def _load_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: invalid TOML: {error}") from None
+    except UnicodeDecodeError as error:  # TOML is UTF-8; tomllib lets this one through
+        raise ConfigError(
+            f"{path}: invalid TOML: not UTF-8 text (byte 0x{error.object[error.start]:02x} "
+            f"at offset {error.start})"
+        ) from None
 
 
 def _section(path: Path, data: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -201,8 +206,10 @@ def _matches(pattern: str, relative: str, name: str) -> bool:
 
 def _relative(path: Path, root: Path) -> str:
     try:
-        return path.resolve().relative_to(root).as_posix()
-    except ValueError:
+        # The folder is resolved, not the file itself: a symbolic link is judged by its own
+        # name, and a link loop (on which resolve() raises) cannot stop the run.
+        return (path.parent.resolve() / path.name).relative_to(root).as_posix()
+    except (ValueError, OSError, RuntimeError):
         return path.as_posix()
 
 

@@ -39,6 +39,24 @@ class FixAvailability(str, enum.Enum):
         return self.value
 
 
+class FixScope(str, enum.Enum):
+    """Which lines a rule's fixes may change; the property tests hold every fix to it.
+
+    ``STATEMENT``: only the statement that holds the finding. ``VALUE``: that statement and
+    the statements where the values it flags are written (a fix that edits a constant where
+    it is defined); its edits only replace expressions. ``MOVES``: that statement, the
+    statements its edits remove, replace or insert next to, and the module's import block
+    (for fixes that move or insert code).
+    """
+
+    STATEMENT = "statement"
+    VALUE = "value"
+    MOVES = "moves"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 class EditKind(str, enum.Enum):
     REPLACE = "replace"  # node -> new node (or a RemovalSentinel / FlattenSentinel)
     INSERT_BEFORE = "insert_before"  # statement -> new statements + statement

@@ -2,13 +2,17 @@
 
 Paths named on the command line are always checked (unless ``--force-exclude``, which the
 pre-commit hooks use so that ``exclude`` holds there too); files found by walking a
-directory are checked when they have a known suffix and no exclude pattern matches them or
-a folder above them. Unreadable folders and missing paths are reported, never fatal.
+directory are checked when they have a known suffix, are regular files (a FIFO or a device
+named ``x.py`` would block the run), and no exclude pattern matches them or a folder above
+them. A file reached twice (through a symbolic link) is checked once. Unreadable folders,
+missing paths and broken links are reported, never fatal; links to folders are not followed
+(so link loops cannot trap the walk).
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,13 +37,28 @@ def discover(
     suffixes: tuple[str, ...] = SUFFIXES,
 ) -> Discovery:
     found = Discovery()
-    seen: set[Path] = set()
+    seen: dict[tuple[int, int] | Path, int] = {}
 
-    def add(path: Path) -> None:
-        key = Path(os.path.abspath(path))
-        if key not in seen:
-            seen.add(key)
+    def add(path: Path, walked: bool = False) -> None:
+        try:
+            info = os.stat(path)
+        except OSError as error:
+            if walked:  # a broken link or a link loop met while walking
+                found.errors.append(f"{path}: cannot read: {error.strerror or error}")
+                return
+            key: tuple[int, int] | Path = Path(os.path.abspath(path))
+        else:
+            if walked and not stat.S_ISREG(info.st_mode):
+                return
+            # The same file through another path (a symbolic link) is checked once, under
+            # its own name rather than a link's.
+            key = (info.st_dev, info.st_ino)
+        where = seen.get(key)
+        if where is None:
+            seen[key] = len(found.files)
             found.files.append(path)
+        elif os.path.islink(found.files[where]) and not os.path.islink(path):
+            found.files[where] = path
 
     for root in paths:
         if not os.path.lexists(root):
@@ -68,7 +87,7 @@ def discover(
                 path = base / name
                 if settings.excluded(path):
                     continue
-                add(path)
+                add(path, walked=True)
     return found
 
 

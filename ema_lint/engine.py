@@ -21,9 +21,11 @@ from typing import Any
 
 import libcst as cst
 
+from . import limits
 from .analysis.context import FileContext
-from .diagnostics import Applicability, Diagnostic, Fix, Position
-from .fixer import apply_fixes, fix_span, text_edit
+from .analysis.index import ModuleIndex
+from .diagnostics import Applicability, Diagnostic, Fix, Position, TextEdit
+from .fixer import apply_fixes, fix_span, keep_original_lines, text_edit
 from .noqa import NoqaFilter, file_is_suppressed
 from .positions import LineIndex, PositionTable
 from .prefilter import PreFilter
@@ -150,6 +152,11 @@ def decoding_error_diagnostic(
 
 
 def _python_syntax_error(data: bytes | str) -> tuple[str, int, int] | None:
+    nul = data.find(b"\0" if isinstance(data, bytes) else "\0")
+    if nul >= 0:
+        # Python names no position for it; a NUL byte usually means a binary file.
+        line, column = limits.position(data, nul)
+        return ("the file contains a NUL byte (is it binary?)", line, column)
     try:
         compile(data, "<file>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as error:
@@ -176,35 +183,63 @@ def _file_noqa(data: bytes | str) -> bool:
     return file_is_suppressed(data)
 
 
-def analyze(data: bytes | str, path: str, settings: FileSettings) -> Analysis:
-    """Lint one text (bytes honour the encoding cookie and BOM)."""
+def analyze(
+    data: bytes | str,
+    path: str,
+    settings: FileSettings,
+    *,
+    module: cst.Module | None = None,
+) -> Analysis:
+    """Lint one text (bytes honour the encoding cookie and BOM).
+
+    ``module`` is ``data`` already parsed (the fixer parses each fixed text to check it).
+    """
     rules = settings.visitor_rules()
     analysis = Analysis(path, data, [])
     if settings.prefilter and not _prefilter_for(rules).matches(data):
         return analysis
     if settings.noqa and _file_noqa(data):
         return analysis
-    try:
-        module = cst.parse_module(data)
-    except Exception as error:
-        diagnostic = _parse_error(path, data, error)
-        analysis.diagnostics = [] if "EMA901" in settings.ignored else [diagnostic]
-        return analysis
+    if module is None:
+        refusal = limits.check(data)
+        if refusal is not None:
+            return _not_checked(analysis, settings, _refusal_error(path, data, refusal))
+        try:
+            module = cst.parse_module(data)
+        except Exception as error:
+            return _not_checked(analysis, settings, _parse_error(path, data, error))
     analysis.module = module
     analysis.parsed = True
     try:
         ctx = FileContext(module, path)
+        analysis.context = ctx
+        pending, crashes = _run_rules(ctx, rules, settings.options)
+        diagnostics = [] if "EMA902" in settings.ignored else crashes
+        if pending:
+            diagnostics.extend(_place(ctx, pending, analysis, settings))
     except RecursionError as error:
-        analysis.diagnostics = [_parse_error(path, data, error)]
-        return analysis
-    analysis.context = ctx
-    pending, crashes = _run_rules(ctx, rules, settings.options)
-    diagnostics = [] if "EMA902" in settings.ignored else crashes
-    if pending:
-        diagnostics.extend(_place(ctx, pending, analysis, settings))
+        # Deeper than Python's recursion limit (code generation for positions, a tree walk):
+        # nothing of the file can be reported reliably.
+        analysis.module = analysis.context = analysis.positions = None
+        return _not_checked(analysis, settings, _parse_error(path, data, error))
     diagnostics.sort(key=Diagnostic.sort_key)
     analysis.diagnostics = diagnostics
     return analysis
+
+
+def _not_checked(analysis: Analysis, settings: FileSettings, error: Diagnostic) -> Analysis:
+    analysis.diagnostics = [] if "EMA901" in settings.ignored else [error]
+    return analysis
+
+
+def _refusal_error(path: str, data: bytes | str, refusal: limits.Refusal) -> Diagnostic:
+    # Bytes that are not text at all get the clearer decoding message.
+    decoding = _decoding_error(data)
+    if decoding is not None:
+        return decoding_error_diagnostic(path, *decoding)
+    return _internal(
+        "EMA901", path, f"cannot parse: {refusal.message}", refusal.line, refusal.column
+    )
 
 
 def _run_rules(
@@ -259,7 +294,7 @@ def _place(
             wanted.append(statement)
         if report.fix is not None:
             wanted.extend(e.target for e in report.fix.edits if e.target is not None)
-    positions = PositionTable(ctx.module, wanted)
+    positions = PositionTable(ctx.module, wanted, _source_text(analysis.data, ctx.module))
     analysis.positions = positions
     noqa = NoqaFilter(positions.lines) if settings.noqa else None
     result: list[Diagnostic] = []
@@ -300,12 +335,45 @@ def _encode(module: cst.Module, like: bytes | str) -> bytes | str:
     return module.bytes if isinstance(like, bytes) else module.code
 
 
-def _parses(data: bytes | str) -> bool:
+def _parse_fixed(data: bytes | str | _Unrendered) -> cst.Module | None:
+    """The fixed text parsed, or None if it does not parse (or no text could be made)."""
+    if isinstance(data, _Unrendered):
+        return None
     try:
-        cst.parse_module(data)
+        return cst.parse_module(data)
     except Exception:
-        return False
-    return True
+        return None
+
+
+@dataclass(frozen=True)
+class _Unrendered:
+    """Why fixes could not be turned into text."""
+
+    reason: str
+
+
+_TOO_DEEP = _Unrendered("cannot be applied: the code around it is nested too deeply")
+_NOT_REPRODUCED = _Unrendered(
+    "cannot be applied: the parser does not reproduce this file line for line"
+)
+
+
+def _render(
+    module: cst.Module,
+    index: ModuleIndex,
+    fixes: Sequence[Fix],
+    data: bytes | str,
+    before: bytes | str | None,
+) -> bytes | str | _Unrendered:
+    """``data`` with ``fixes`` applied, every line they do not change kept byte for byte."""
+    if before is None:
+        return _TOO_DEEP
+    try:
+        after = _encode(apply_fixes(module, index, fixes), data)
+    except RecursionError:
+        return _TOO_DEEP
+    kept = keep_original_lines(data, before, after)
+    return _NOT_REPRODUCED if kept is None else kept
 
 
 def _choose(diagnostics: Sequence[Diagnostic], positions: PositionTable) -> list[Diagnostic]:
@@ -346,40 +414,51 @@ def fix(data: bytes | str, path: str, settings: FileSettings) -> FixOutcome:
             break
         chosen = _choose(candidates, analysis.positions)
         module, index = analysis.module, analysis.context.index
-        new_data = _encode(apply_fixes(module, index, [d.fix for d in chosen]), data)
-        if not _parses(new_data):
+        try:
+            before = _encode(module, data)
+        except RecursionError:
+            before = None
+        new_data = _render(module, index, [d.fix for d in chosen], data, before)
+        new_module = _parse_fixed(new_data)
+        if new_module is None:
             good: list[Diagnostic] = []
             for diagnostic in chosen:
-                alone = _encode(apply_fixes(module, index, [diagnostic.fix]), data)
-                if _parses(alone):
+                alone = _render(module, index, [diagnostic.fix], data, before)
+                if _parse_fixed(alone) is not None:
                     good.append(diagnostic)
                 else:
                     rejected.add(_fix_key(diagnostic))
-                    errors.append(_fix_error(diagnostic))
+                    errors.append(_fix_error(diagnostic, alone))
             chosen = good[:1]
             if not chosen:
                 continue
-            new_data = _encode(apply_fixes(module, index, [d.fix for d in chosen]), data)
+            new_data = _render(module, index, [d.fix for d in chosen], data, before)
+            new_module = _parse_fixed(new_data)
+            assert not isinstance(new_data, _Unrendered) and new_module is not None
         if new_data == data:
             # A fix that changes nothing would loop forever: stop offering it.
             rejected.update(_fix_key(d) for d in chosen)
             continue
         applied += len(chosen)
         data = new_data
-        analysis = analyze(data, path, settings)
+        analysis = analyze(data, path, settings, module=new_module)
     if "EMA903" in settings.ignored:
         errors = []
     diagnostics = sorted([*analysis.diagnostics, *errors], key=Diagnostic.sort_key)
     return FixOutcome(path, original, data, diagnostics, applied)
 
 
-def _fix_error(diagnostic: Diagnostic) -> Diagnostic:
+def _fix_error(diagnostic: Diagnostic, rendered: bytes | str | _Unrendered) -> Diagnostic:
     rule = by_code()["EMA903"]
+    problem = (
+        rendered.reason
+        if isinstance(rendered, _Unrendered)
+        else "would leave the file unparseable and was not applied"
+    )
     return Diagnostic(
         "EMA903",
         rule.name,
-        f"the fix of {diagnostic.code} ({diagnostic.name}) would leave the file unparseable "
-        "and was not applied; please report this bug",
+        f"the fix of {diagnostic.code} ({diagnostic.name}) {problem}; please report this bug",
         diagnostic.path,
         diagnostic.start,
         diagnostic.end,
@@ -401,7 +480,20 @@ def attach_text_edits(analysis: Analysis) -> None:
         except Exception:
             continue
         edit = text_edit(old_text, new_text, lines)
+        if edit is not None:
+            in_source = analysis.positions.in_source
+            edit = TextEdit(in_source(edit.start), in_source(edit.end), edit.content)
         diagnostic.text_edits = () if edit is None else (edit,)
+
+
+def _source_text(data: bytes | str, module: cst.Module) -> str | None:
+    """The source as text, as libcst read it (its encoding, without a BOM)."""
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode(module.encoding)
+    except (UnicodeDecodeError, LookupError):
+        return None
 
 
 def source_lines(data: bytes | str) -> LineIndex:

@@ -7,6 +7,8 @@ else (comments, blank lines, quotes, line endings) is carried over untouched.
 
 from __future__ import annotations
 
+import difflib
+import re
 from collections.abc import Iterable, Sequence
 
 import libcst as cst
@@ -38,6 +40,31 @@ class _Applier(cst.CSTTransformer):
                 self.after.setdefault(key, []).extend(edit.statements)
             self.on_path.add(key)
             self.on_path.update(id(a) for a in index.ancestors(edit.target))
+        # Comments above a removed statement are about the code, not about that statement
+        # alone: they move to the next statement kept in the block (or to its footer).
+        self.carry: dict[int, list[cst.EmptyLine]] = {}
+        self.footer: dict[int, list[cst.EmptyLine]] = {}
+        for edit in edits:
+            if edit.kind is EditKind.REMOVE and edit.target is not None:
+                self._carry_comments(edit.target, index)
+
+    def _carry_comments(self, statement: cst.CSTNode, index: ModuleIndex) -> None:
+        lines = list(getattr(statement, "leading_lines", ()))
+        if not any(line.comment is not None for line in lines):
+            return
+        parent = index.parent(statement)
+        body = getattr(parent, "body", None)
+        if parent is None or not isinstance(body, (list, tuple)):
+            return
+        following = False
+        for sibling in body:
+            if sibling is statement:
+                following = True
+            elif following and id(sibling) not in self.remove:
+                self.carry.setdefault(id(sibling), []).extend(lines)
+                self.on_path.add(id(sibling))
+                return
+        self.footer.setdefault(id(parent), []).extend(lines)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         key = id(node)
@@ -51,6 +78,12 @@ class _Applier(cst.CSTTransformer):
         if key in self.remove:
             return cst.RemovalSentinel.REMOVE
         result = self.replace.get(key, updated_node)
+        carried = self.carry.get(key)
+        if carried and isinstance(result, cst.CSTNode) and hasattr(result, "leading_lines"):
+            result = result.with_changes(leading_lines=[*carried, *result.leading_lines])
+        footer = self.footer.get(key)
+        if footer and isinstance(result, (cst.IndentedBlock, cst.Module)):
+            result = result.with_changes(footer=[*footer, *result.footer])
         if isinstance(result, cst.IndentedBlock) and not result.body:
             result = result.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
         before = self.before.get(key)
@@ -180,3 +213,54 @@ def text_edit(old_text: str, new_text: str, lines: LineIndex | None = None) -> T
     start: Position = lines.position(prefix)
     end: Position = lines.position(len(old_text) - suffix)
     return TextEdit(start, end, new_text[prefix : len(new_text) - suffix])
+
+
+_LINES = {
+    str: re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$"),
+    bytes: re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$"),
+}
+
+
+def _lines(text: bytes | str) -> list:
+    """Lines with their endings; only CR, LF and CRLF end a line (as in Python's tokenizer)."""
+    return _LINES[type(text)].findall(text)
+
+
+def keep_original_lines(original: bytes | str, before: bytes | str, after: bytes | str):
+    """``after`` with every line the fixes did not change taken from ``original``.
+
+    ``before`` is the code libcst generates for the parsed, unfixed module and ``after`` for
+    the fixed one. libcst does not reproduce every file byte for byte: it drops a form feed
+    before a statement and a lone carriage return ending the file. Writing ``after`` as is
+    would change those lines too, far from any finding, so the lines that ``before`` and
+    ``after`` share are copied from the original instead, and a changed line keeps what
+    libcst dropped at its start. Returns None when the lines of
+    ``original`` and ``before`` cannot be matched one to one (then nothing is written).
+    """
+    if before == original:
+        return after
+    tail = original[:0]
+    body = original
+    cr = "\r" if isinstance(original, str) else b"\r"
+    if original.endswith(cr):
+        # libcst drops a lone CR that ends the file; it is put back after fixing.
+        body, tail = original[:-1], original[-1:]
+    old, generated, new = _lines(body), _lines(before), _lines(after)
+    if len(old) != len(generated):
+        return None
+    pieces = []
+    matcher = difflib.SequenceMatcher(None, generated, new, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            pieces.extend(old[i1:i2])
+        elif tag == "replace" and i2 - i1 == j2 - j1:
+            # A line the fix changed keeps what libcst dropped at its start (a form feed).
+            for mine, theirs, fixed in zip(generated[i1:i2], old[i1:i2], new[j1:j2], strict=True):
+                kept = theirs[: len(theirs) - len(mine)] if theirs.endswith(mine) else theirs[:0]
+                pieces.append(kept + fixed)
+        else:
+            pieces.extend(new[j1:j2])
+    joined = original[:0].join(pieces)
+    if tail and joined.endswith(cr):
+        return joined  # the fix ended the file with its own line ending
+    return joined + tail

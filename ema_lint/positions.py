@@ -115,14 +115,23 @@ class LineIndex:
 
 
 class PositionTable:
-    """Ranges (as offsets and positions) of a chosen set of nodes of one module."""
+    """Ranges (as offsets and positions) of a chosen set of nodes of one module.
 
-    def __init__(self, module: cst.Module, nodes: Iterable[cst.CSTNode]) -> None:
+    Offsets index the code libcst generates (``text``). libcst does not reproduce every
+    file exactly: it drops a form feed (and the blanks around it) before a statement. When
+    the original ``source`` is given, reported positions are those of the original, so
+    that columns, and the text edits of machine-readable output, land where they belong.
+    """
+
+    def __init__(
+        self, module: cst.Module, nodes: Iterable[cst.CSTNode], source: str | None = None
+    ) -> None:
         state = _OffsetState(module, {id(n) for n in nodes})
         module._codegen(state)
         self.text = "".join(state.tokens)
         self.lines = LineIndex(self.text)
         self._found = state.found
+        self._shifts = _column_shifts(self.lines, source) if source is not None else {}
 
     def offsets(self, node: cst.CSTNode) -> tuple[int, int]:
         start, end = self._found[id(node)]
@@ -136,7 +145,25 @@ class PositionTable:
 
     def range(self, node: cst.CSTNode) -> tuple[Position, Position]:
         start, end = self.offsets(node)
-        return self.lines.position(start), self.lines.position(end)
+        return self.in_source(self.lines.position(start)), self.in_source(self.lines.position(end))
+
+    def in_source(self, position: Position) -> Position:
+        """A position of ``text`` as a position of the original source."""
+        shift = self._shifts.get(position.line)
+        return position if not shift else Position(position.line, position.column + shift)
 
     def __contains__(self, node: cst.CSTNode) -> bool:
         return id(node) in self._found
+
+
+def _column_shifts(generated: LineIndex, source: str) -> dict[int, int]:
+    """Line -> characters the original has before what libcst generated for that line."""
+    if generated.text == source:
+        return {}
+    original = LineIndex(source)
+    shifts: dict[int, int] = {}
+    for line in range(1, min(generated.line_count, original.line_count) + 1):
+        ours, theirs = generated.line_text(line), original.line_text(line)
+        if ours != theirs and theirs.endswith(ours):
+            shifts[line] = len(theirs) - len(ours)
+    return shifts

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import libcst as cst
 
 from .analysis.context import FileContext
-from .diagnostics import Applicability, Fix, FixAvailability
+from .diagnostics import Applicability, Fix, FixAvailability, FixScope
 
 
 class OptionError(ValueError):
@@ -87,6 +87,8 @@ class Rule:
     fix_availability: ClassVar[FixAvailability] = FixAvailability.NONE
     # The applicability of the fixes this rule usually offers (None when it has no fix).
     fix_applicability: ClassVar[Applicability | None] = None
+    # The lines its fixes may change (see FixScope); checked by tests/properties.
+    fix_scope: ClassVar[FixScope] = FixScope.STATEMENT
     # Byte strings of which a file must contain at least one for this rule to find anything.
     triggers: ClassVar[tuple[bytes, ...]] = ()
     # Conjunctions, for rules whose findings need two kinds of evidence: a file also matches

@@ -1,7 +1,8 @@
 """Writing fixed files so that a crash or a full disk never leaves a half-written file.
 
 The new text goes to a temporary file in the same folder, is flushed to disk, takes the
-original's permission bits, and replaces the original with one atomic rename.
+original's permission bits, and replaces the original with one atomic rename. A symbolic
+link is written through: its target gets the new text and the link stays a link.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 
 def atomic_write(path: Path, data: bytes) -> None:
     """Replace ``path``'s content with ``data`` atomically, keeping its mode."""
+    path = Path(os.path.realpath(path))
     original = os.stat(path)
     # A rename would replace even a read-only file: respect the mode (also as root).
     if not original.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH) or not os.access(

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ema_lint.cli import main
+from tests import profiles  # noqa: F401  (registers and loads the hypothesis profiles)
 
 
 @dataclass

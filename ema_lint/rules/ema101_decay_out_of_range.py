@@ -8,7 +8,7 @@ from ..analysis.apis import WEIGHT_TRIGGERS, Role, Side, semantics_table
 from ..analysis.averaging import Use
 from ..analysis.decays import DecaySetting, DecaySettings, describe_interval, describe_value
 from ..analysis.horizon import describe_decay, float_literal, format_number
-from ..diagnostics import Applicability, Edit, Fix, FixAvailability
+from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Option, Rule
 
 
@@ -90,6 +90,7 @@ class DecayOutOfRange(Rule):
     summary = "EMA decay outside the configured range"
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.UNSAFE
+    fix_scope = FixScope.VALUE  # the literal may be where a constant is defined
     triggers = WEIGHT_TRIGGERS
     requires = (DecaySettings,)
     options = (

@@ -10,7 +10,7 @@ from ..analysis.apis import WEIGHT_TRIGGERS, Side, semantics_table
 from ..analysis.averaging import Use
 from ..analysis.decays import DecaySetting, DecaySettings
 from ..analysis.horizon import format_number
-from ..diagnostics import Applicability, Edit, Fix, FixAvailability
+from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
 
 
@@ -78,6 +78,7 @@ class DecaySemanticsSwapped(Rule):
     summary = "Decay-style value given to a momentum parameter, or the reverse"
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.SAFE
+    fix_scope = FixScope.VALUE  # the literal may be where a constant is defined
     triggers = WEIGHT_TRIGGERS
     requires = (DecaySettings,)
 

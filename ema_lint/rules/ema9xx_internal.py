@@ -17,7 +17,10 @@ class UnparseableFile(InternalRule):
     """
     ## What it finds
     A file that ema-lint could not read as Python: a syntax error, bytes that are not valid
-    text in the file's declared encoding, or nesting deeper than the parser can follow.
+    text in the file's declared encoding (a NUL byte: a binary file), or nesting deeper than
+    the parser can follow (more than 200 nested brackets or 100 levels of indentation, as
+    in CPython, or expressions chained hundreds of operators deep). Files over 2 MB are not
+    parsed either: they are generated code or data, and would take minutes.
 
     ## Why it matters
     Nothing in the file was checked, so any averaging bug in it goes unseen. The message
@@ -34,7 +37,8 @@ class UnparseableFile(InternalRule):
     ```
 
     ## Fix
-    None: fix the syntax error; the file is then checked on the next run.
+    None: fix the syntax error; the file is then checked on the next run. A generated file
+    can be excluded (`extend-exclude`) or its EMA901 ignored (`per-file-ignores`).
     """
 
     code = "EMA901"
@@ -66,7 +70,9 @@ class InvalidFix(InternalRule):
     ## What it finds
     A fix that would have left the file unparseable. ema-lint re-parses every fixed file
     before writing it; a fix whose result does not parse is dropped, the file keeps its
-    original text for that finding, and this error names the rule whose fix failed.
+    original text for that finding, and this error names the rule whose fix failed. The same
+    holds for a fix that cannot be applied without touching other lines: code nested too
+    deeply for the fixer, or a file the parser does not reproduce line for line.
 
     ## Why it matters
     It is a bug in ema-lint's fix, never in your code; your file was not damaged. The run
