@@ -78,14 +78,17 @@ class Edit:
     statements: tuple[cst.BaseStatement, ...] = ()
     module: str = ""  # for ADD_IMPORT: "torch.optim.swa_utils"
     name: str | None = None  # for ADD_IMPORT: "update_bn" (``from module import name``)
+    moved: bool = False  # for REMOVE: the statement lives on elsewhere, with its comments
 
     @classmethod
     def replace(cls, old: cst.CSTNode, new: Replacement) -> Edit:
         return cls(EditKind.REPLACE, old, replacement=new)
 
     @classmethod
-    def remove(cls, statement: cst.CSTNode) -> Edit:
-        return cls(EditKind.REMOVE, statement)
+    def remove(cls, statement: cst.CSTNode, *, moved: bool = False) -> Edit:
+        """Delete ``statement``. The comments above it stay, on the next statement, unless
+        it is ``moved``: then the fix puts it (and its comments) somewhere else."""
+        return cls(EditKind.REMOVE, statement, moved=moved)
 
     @classmethod
     def insert_before(cls, statement: cst.CSTNode, new: Sequence[cst.BaseStatement]) -> Edit:

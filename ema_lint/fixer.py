@@ -45,7 +45,7 @@ class _Applier(cst.CSTTransformer):
         self.carry: dict[int, list[cst.EmptyLine]] = {}
         self.footer: dict[int, list[cst.EmptyLine]] = {}
         for edit in edits:
-            if edit.kind is EditKind.REMOVE and edit.target is not None:
+            if edit.kind is EditKind.REMOVE and edit.target is not None and not edit.moved:
                 self._carry_comments(edit.target, index)
 
     def _carry_comments(self, statement: cst.CSTNode, index: ModuleIndex) -> None:

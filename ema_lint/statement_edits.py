@@ -23,7 +23,9 @@ def without_blank_lines(statement: cst.BaseStatement) -> cst.BaseStatement:
 def move_after(moved: cst.BaseStatement, target: cst.BaseStatement, title: str) -> Fix:
     """A safe fix that moves ``moved`` to directly after ``target``."""
     return Fix.safe(
-        title, Edit.remove(moved), Edit.insert_after(target, [without_blank_lines(moved)])
+        title,
+        Edit.remove(moved, moved=True),
+        Edit.insert_after(target, [without_blank_lines(moved)]),
     )
 
 

@@ -157,7 +157,10 @@ class WeightsNotRestored(Rule):
         )
 
     def _wrap(self, region: list[cst.BaseStatement], wrapper: cst.BaseCompoundStatement) -> Fix:
-        edits = [Edit.replace(region[0], wrapper), *(Edit.remove(s) for s in region[1:])]
+        edits = [
+            Edit.replace(region[0], wrapper),
+            *(Edit.remove(s, moved=True) for s in region[1:]),
+        ]
         return Fix.safe("Restore the live weights after evaluating", *edits)
 
     def _fix_missing(self, swap: Swap) -> Fix | None:
@@ -233,7 +236,7 @@ class WeightsNotRestored(Rule):
         edits = [
             Edit.replace(store_line, block),
             Edit.remove(copy_line),
-            *(Edit.remove(s) for s in region),
+            *(Edit.remove(s, moved=True) for s in region),
         ]
         return Fix.safe("Evaluate inside the library's average_parameters() context", *edits)
 
@@ -254,6 +257,9 @@ class WeightsNotRestored(Rule):
         region = body[position + 1 : end]
         final = [restore_line.with_changes(leading_lines=[])]
         try_node = self._try(region, final)
-        edits = [Edit.replace(region[0], try_node), *(Edit.remove(s) for s in region[1:])]
+        edits = [
+            Edit.replace(region[0], try_node),
+            *(Edit.remove(s, moved=True) for s in region[1:]),
+        ]
         edits.append(Edit.remove(restore_line))
         return Fix.safe("Restore the live weights in a finally block", *edits)

@@ -232,7 +232,7 @@ class UpdateTracksGradients(Rule):
             leading_lines=first.leading_lines,
         )
         edits.append(Edit.replace(first, block))
-        edits.extend(Edit.remove(s) for s in statements[1:])
+        edits.extend(Edit.remove(s, moved=True) for s in statements[1:])
         return Fix.safe("Run the update under torch.no_grad()", *edits)
 
     def _adjacent(self, statements: list[cst.CSTNode]) -> bool:

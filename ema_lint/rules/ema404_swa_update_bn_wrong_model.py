@@ -188,7 +188,7 @@ class SwaUpdateBnWrongModel(Rule):
             return Fix.safe("Recalibrate again after the loop", Edit.insert_after(outer, [copy]))
         return Fix.safe(
             "Move update_bn after the loop",
-            Edit.remove(statement),
+            Edit.remove(statement, moved=True),
             Edit.insert_after(outer, [statement]),
         )
 

@@ -560,7 +560,7 @@ def _trainer_class(w: _Writer, plan: Plan, cls: str, fn: str, value: str) -> str
 
 def _setup(w: _Writer, plan: Plan, cls: str, fn: str, value: str) -> None:
     """Optimizer, loss, the averaging object and its companions."""
-    f, n, r = plan.flavor, plan.names, plan.ref
+    n, r = plan.names, plan.ref
     torch, nn = n["torch"], n["nn"]
     model, opt = r("model"), r("optimizer")
     if "sgd" in plan.extras:
