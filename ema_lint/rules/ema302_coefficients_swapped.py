@@ -11,7 +11,7 @@ from ..analysis.averaging import UPDATE_TRIGGER_GROUPS, UPDATE_TRIGGERS, Averagi
 from ..analysis.horizon import describe_decay, format_number, horizon
 from ..analysis.updates import Coefficient, InPlaceUpdate, InPlaceUpdates, strip_tensor
 from ..analysis.values import ValueResolver
-from ..diagnostics import Applicability, Edit, Fix, FixAvailability
+from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
 from .ema103_semantics_swapped import complement_text
 
@@ -133,6 +133,7 @@ class CoefficientsSwapped(Rule):
     """
 
     code = "EMA302"
+    fix_scope = FixScope.MOVES  # its fix moves, wraps or inserts statements
     name = "ema-coefficients-swapped"
     summary = "Hand-written EMA update that weighs the wrong side, or does not average"
     fix_availability = FixAvailability.SOMETIMES

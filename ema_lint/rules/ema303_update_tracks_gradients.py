@@ -9,7 +9,7 @@ from ..analysis.grad_mode import GradMode
 from ..analysis.names import ImportTable
 from ..analysis.updates import GRAD_METHODS, InPlaceUpdate, InPlaceUpdates
 from ..analysis.values import ValueResolver
-from ..diagnostics import Applicability, Edit, Fix, FixAvailability
+from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
 
 
@@ -104,6 +104,7 @@ class UpdateTracksGradients(Rule):
     """
 
     code = "EMA303"
+    fix_scope = FixScope.MOVES  # its fix moves, wraps or inserts statements
     name = "ema-update-tracks-gradients"
     summary = "Hand-written EMA update recorded by autograd (outside torch.no_grad())"
     fix_availability = FixAvailability.SOMETIMES
