@@ -69,9 +69,20 @@ def _statement(template: str) -> Callable[[HandPlan, Callable], None]:
     return inject
 
 
+def _two_step(first: str, second: str) -> Callable[[HandPlan, Callable], None]:
+    """The ``mul_`` and the ``add_`` of the two-statement form."""
+    then = _statement(second)
+
+    def inject(plan: HandPlan, draw: Callable) -> None:
+        then(plan, draw)
+        plan.first = first.format(e=plan.names["e"], d=_decay_name(plan))
+
+    return inject
+
+
 def _no_grad(plan: HandPlan, draw: Callable) -> None:
     plan.grad = "none"
-    if plan.form == "named" or plan.form in ZIP_FORMS:
+    if plan.form == "named" or plan.form in ZIP_FORMS:  # the "raises" shape too
         plan.freeze = draw(st.sampled_from([plan.freeze, "none"]))
 
 
@@ -80,7 +91,7 @@ def _stale_buffers(plan: HandPlan, draw: Callable) -> None:
     plan.buffers = "none"
 
 
-_REBINDABLE = frozenset({"mul_add", "lerp", "copy", "named", "state_dict"})
+_REBINDABLE = frozenset({"mul_add", "lerp", "copy", "named", "named_zip", "state_dict"})
 # ``.data =`` writes and ``state_dict()`` tensors are not recorded by autograd.
 _RECORDED = frozenset(FORMS) - {"data", "state_dict"}
 
@@ -117,11 +128,20 @@ INJECTORS: tuple[Injector, ...] = (
     ),
     Injector(
         "EMA302",
+        "two-step-swapped",
+        "update",
+        "update",
+        "safe",
+        forms=frozenset({"two_step"}),
+        inject=_two_step("{e}.mul_(1 - {d})", "{e}.add_({p}, alpha={d})"),
+    ),
+    Injector(
+        "EMA302",
         "lerp-with-decay",
         "update",
         "update",
         "safe",
-        forms=frozenset({"lerp"}),
+        forms=frozenset({"lerp", "named_zip"}),
         inject=_statement("{e}.lerp_({p}, {d})"),
     ),
     Injector(

@@ -41,15 +41,37 @@ from tests.generated.scripts import _IDENTIFIERS, Bug, _Writer
 # The update's arithmetic, with ``{e}`` the averaged tensor, ``{p}`` the live one (as read,
 # ``.detach()`` or not) and ``{d}`` the decay. Forms over parameters only (``zip``, ``named``,
 # ``foreach``) leave the buffers to other code; ``state_dict`` averages them too.
-FORMS = ("mul_add", "lerp", "copy", "data", "named", "state_dict", "foreach", "foreach_lerp")
+FORMS = (
+    "mul_add",
+    "two_step",
+    "lerp",
+    "copy",
+    "data",
+    "named",
+    "named_zip",
+    "state_dict",
+    "foreach",
+    "foreach_lerp",
+)
 PARAMETER_FORMS = frozenset(FORMS) - {"state_dict"}
-ZIP_FORMS = frozenset({"mul_add", "lerp", "copy", "data"})
+# Loops over ``zip(ema.<m>(), model.<m>())`` of parameters() or named_parameters().
+ZIP_FORMS = frozenset({"mul_add", "two_step", "lerp", "copy", "data", "named_zip"})
 STRUCTURES = ("inline", "function", "class")
-# "no_grad"/"inference": a ``with`` block around the update (inline) or around the call
-# (helper, method); "decorator": ``@torch.no_grad()`` on the helper or method; "detached":
+# "no_grad"/"inference"/"set_grad": a ``with`` block around the update (inline) or around
+# the call (helper, method); "decorator"/"inference_decorator": ``@torch.no_grad()`` /
+# ``@torch.inference_mode()`` on the helper or method; "detached":
 # no guard, but the live weights are read with ``.detach()`` and the copy is frozen; "none":
 # the update runs with gradients enabled (EMA303's bug).
-GRAD_MODES = ("no_grad", "inference", "decorator", "detached", "none")
+GRAD_MODES = (
+    "no_grad",
+    "inference",
+    "set_grad",
+    "decorator",
+    "inference_decorator",
+    "detached",
+    "none",
+)
+_DECORATORS = ("decorator", "inference_decorator")
 
 NAME_POOLS = {
     "model": ("model", "net", "network", "backbone", "student"),
@@ -97,6 +119,7 @@ class HandPlan:
     # What the injectors change: the statement that updates one tensor (``None``: the form's
     # correct one) and the bugs they injected.
     update: str | None = None
+    first: str | None = None  # the ``mul_`` statement of the two-step form
     bugs: list[Bug] = field(default_factory=list)
 
     def has(self, code: str) -> bool:
@@ -143,7 +166,7 @@ def hand_plans(draw, forms: frozenset[str] = frozenset(FORMS)) -> HandPlan:
     )
     if plan.grad == "inference" and structure != "inline" and draw(st.booleans()):
         plan.grad = "no_grad"
-    if plan.grad == "decorator" and structure == "inline":
+    if plan.grad in _DECORATORS and structure == "inline":
         plan.grad = "no_grad"
     if plan.grad == "detached" and not _detachable(plan):
         plan.grad = "no_grad"
@@ -156,7 +179,7 @@ def hand_plans(draw, forms: frozenset[str] = frozenset(FORMS)) -> HandPlan:
 
 def _detachable(plan: HandPlan) -> bool:
     """Forms whose source can be read detached: one tensor at a time, in place."""
-    return plan.form in ("mul_add", "lerp", "copy", "named")
+    return plan.form in ("mul_add", "two_step", "lerp", "copy", "named", "named_zip")
 
 
 # Rendering -------------------------------------------------------------------------------------
@@ -295,6 +318,8 @@ def update_statement(plan: HandPlan, e: str, p: str, d: str) -> str:
     src = _source(plan, p)
     return {
         "mul_add": f"{e}.mul_({d}).add_({src}, alpha=1 - {d})",
+        "two_step": f"{e}.add_({src}, alpha=1 - {d})",
+        "named_zip": f"{e}.lerp_({src}, 1 - {d})",
         "lerp": f"{e}.lerp_({src}, 1 - {d})",
         "copy": f"{e}.copy_({d} * {e} + (1 - {d}) * {src})",
         "data": f"{e}.data = {d} * {e}.data + (1 - {d}) * {p}.data",
@@ -307,9 +332,19 @@ def _update_body(w: _Writer, plan: HandPlan, ema: str, model: str, d: str) -> No
     n, torch = plan.names, plan.names["torch"]
     e, p = n["e"], n["p"]
     update = plan.update
-    if plan.form in ZIP_FORMS:
+    if plan.form == "named_zip":
+        w(
+            f"for ({n['name']}, {e}), (_, {p}) in "
+            f"zip({ema}.named_parameters(), {model}.named_parameters()):",
+            tag="loop",
+        )
+        with w.block():
+            w(update or update_statement(plan, e, p, d), tag="update")
+    elif plan.form in ZIP_FORMS:
         w(f"for {e}, {p} in zip({ema}.parameters(), {model}.parameters()):", tag="loop")
         with w.block():
+            if plan.form == "two_step":
+                w(plan.first or f"{e}.mul_({d})")
             w(update or update_statement(plan, e, p, d), tag="update")
     elif plan.form == "named":
         msd, name = n["msd"], n["name"]
@@ -352,6 +387,8 @@ def _update_body(w: _Writer, plan: HandPlan, ema: str, model: str, d: str) -> No
 def _grad_decorator(w: _Writer, plan: HandPlan) -> None:
     if plan.grad == "decorator":
         w(f"@{plan.names['torch']}.no_grad()")
+    elif plan.grad == "inference_decorator":
+        w(f"@{plan.names['torch']}.inference_mode()")
 
 
 def _update_function(w: _Writer, plan: HandPlan) -> None:
@@ -429,6 +466,9 @@ def _guarded(w: _Writer, plan: HandPlan):
         return w.block()
     if plan.grad == "inference":
         w(f"with {torch}.inference_mode():")
+        return w.block()
+    if plan.grad == "set_grad":
+        w(f"with {torch}.set_grad_enabled(False):")
         return w.block()
     return _Nothing()
 

@@ -33,8 +33,10 @@ def hand_scripts(draw) -> HandScript:
     for slot in SLOTS:
         if draw(st.booleans(), label=f"{slot}: bug?"):
             bugs = [i for i in INJECTORS if i.slot == slot and i.fits(chosen)]
-            if bugs:
-                chosen.append(draw(st.sampled_from(bugs), label=f"{slot}: bug"))
+            if bugs:  # the rule first, then its shape: each rule as often as the others
+                code = draw(st.sampled_from(sorted({i.code for i in bugs})), label=f"{slot}: rule")
+                shapes = [i for i in bugs if i.code == code]
+                chosen.append(draw(st.sampled_from(shapes), label=f"{slot}: bug"))
     forms = frozenset(FORMS).intersection(*(i.forms for i in chosen))
     assume(forms)
     plan = draw(hand_plans(forms))
