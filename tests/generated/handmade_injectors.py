@@ -69,15 +69,29 @@ def _statement(template: str) -> Callable[[HandPlan, Callable], None]:
     return inject
 
 
-def _two_step(first: str, second: str) -> Callable[[HandPlan, Callable], None]:
-    """The ``mul_`` and the ``add_`` of the two-statement form."""
-    then = _statement(second)
+# The swapped update in each form: the statement reported, and the ``mul_`` before it.
+_SWAPPED = {
+    "mul_add": ("{e}.mul_(1 - {d}).add_({p}, alpha={d})", None),
+    "named": ("{e}.mul_(1 - {d}).add_({p}, alpha={d})", None),
+    "state_dict": ("{e}.mul_(1 - {d}).add_({p}, alpha={d})", None),
+    "two_step": ("{e}.add_({p}, alpha={d})", "{e}.mul_(1 - {d})"),
+    "lerp": ("{e}.lerp_({p}, {d})", None),
+    "named_zip": ("{e}.lerp_({p}, {d})", None),
+    "copy": ("{e}.copy_((1 - {d}) * {e} + {d} * {p})", None),
+    "data": ("{e}.data = (1 - {d}) * {e}.data + {d} * {raw}.data", None),
+    "foreach": (
+        "{torch}._foreach_add_(ema_params, live_params, alpha={d})",
+        "{torch}._foreach_mul_(ema_params, 1 - {d})",
+    ),
+    "foreach_lerp": ("{torch}._foreach_lerp_(ema_params, live_params, {d})", None),
+}
 
-    def inject(plan: HandPlan, draw: Callable) -> None:
-        then(plan, draw)
-        plan.first = first.format(e=plan.names["e"], d=_decay_name(plan))
 
-    return inject
+def _swapped(plan: HandPlan, draw: Callable) -> None:
+    second, first = _SWAPPED[plan.form]
+    _statement(second)(plan, draw)
+    if first is not None:
+        plan.first = first.format(e=plan.names["e"], d=_decay_name(plan), torch=plan.names["torch"])
 
 
 def _no_grad(plan: HandPlan, draw: Callable) -> None:
@@ -119,57 +133,14 @@ INJECTORS: tuple[Injector, ...] = (
     ),
     Injector(
         "EMA302",
-        "mul-add-swapped",
+        "coefficients-swapped",
         "update",
         "update",
         "safe",
-        forms=frozenset({"mul_add", "named", "state_dict"}),
-        inject=_statement("{e}.mul_(1 - {d}).add_({p}, alpha={d})"),
-    ),
-    Injector(
-        "EMA302",
-        "two-step-swapped",
-        "update",
-        "update",
-        "safe",
-        forms=frozenset({"two_step"}),
-        inject=_two_step("{e}.mul_(1 - {d})", "{e}.add_({p}, alpha={d})"),
-    ),
-    Injector(
-        "EMA302",
-        "lerp-with-decay",
-        "update",
-        "update",
-        "safe",
-        forms=frozenset({"lerp", "named_zip"}),
-        inject=_statement("{e}.lerp_({p}, {d})"),
-    ),
-    Injector(
-        "EMA302",
-        "copy-swapped",
-        "update",
-        "update",
-        "safe",
-        forms=frozenset({"copy"}),
-        inject=_statement("{e}.copy_((1 - {d}) * {e} + {d} * {p})"),
-    ),
-    Injector(
-        "EMA302",
-        "data-swapped",
-        "update",
-        "update",
-        "safe",
-        forms=frozenset({"data"}),
-        inject=_statement("{e}.data = (1 - {d}) * {e}.data + {d} * {raw}.data"),
-    ),
-    Injector(
-        "EMA302",
-        "foreach-lerp-with-decay",
-        "update",
-        "update",
-        "safe",
-        forms=frozenset({"foreach_lerp"}),
-        inject=_statement("{torch}._foreach_lerp_(ema_params, live_params, {d})"),
+        forms=frozenset(_SWAPPED),
+        inject=_swapped,
+        notes="the decay on the live weights and its complement on the average, in the "
+        "plan's form (lerp's weight a decay); the fix exchanges or complements them",
     ),
     Injector(
         "EMA302",

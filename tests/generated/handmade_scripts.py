@@ -119,7 +119,7 @@ class HandPlan:
     # What the injectors change: the statement that updates one tensor (``None``: the form's
     # correct one) and the bugs they injected.
     update: str | None = None
-    first: str | None = None  # the ``mul_`` statement of the two-step form
+    first: str | None = None  # the ``mul_`` statement of the two-statement forms
     bugs: list[Bug] = field(default_factory=list)
 
     def has(self, code: str) -> bool:
@@ -371,7 +371,7 @@ def _update_body(w: _Writer, plan: HandPlan, ema: str, model: str, d: str) -> No
         w(f"ema_params = list({ema}.parameters())")
         w(f"live_params = list({model}.parameters())")
         if plan.form == "foreach":
-            w(f"{torch}._foreach_mul_(ema_params, {d})")
+            w(plan.first or f"{torch}._foreach_mul_(ema_params, {d})")
             w(
                 update or f"{torch}._foreach_add_(ema_params, live_params, alpha=1 - {d})",
                 tag="update",
