@@ -138,6 +138,9 @@ class CoefficientsSwapped(Rule):
     summary = "Hand-written EMA update that weighs the wrong side, or does not average"
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.SAFE
+    # The fix replaces coefficients only, but in the two-statement form (``e.mul_(1 - d)``
+    # then ``e.add_(p, alpha=d)``) one of them is in the statement before the finding's.
+    fix_scope = FixScope.VALUE
     triggers = UPDATE_TRIGGERS
     trigger_groups = UPDATE_TRIGGER_GROUPS
     requires = (InPlaceUpdates, AveragingObjects, ValueResolver)

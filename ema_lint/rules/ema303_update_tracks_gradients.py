@@ -109,6 +109,9 @@ class UpdateTracksGradients(Rule):
     summary = "Hand-written EMA update recorded by autograd (outside torch.no_grad())"
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.SAFE
+    # The fix wraps the update's loop (or its statements) in a ``with`` block and may add
+    # ``import torch``: it moves code, beyond the statement the finding is reported on.
+    fix_scope = FixScope.MOVES
     triggers = UPDATE_TRIGGERS
     trigger_groups = UPDATE_TRIGGER_GROUPS
     requires = (InPlaceUpdates, AveragingObjects, GradMode, ImportTable)
