@@ -133,7 +133,6 @@ class CoefficientsSwapped(Rule):
     """
 
     code = "EMA302"
-    fix_scope = FixScope.MOVES  # its fix moves, wraps or inserts statements
     name = "ema-coefficients-swapped"
     summary = "Hand-written EMA update that weighs the wrong side, or does not average"
     fix_availability = FixAvailability.SOMETIMES

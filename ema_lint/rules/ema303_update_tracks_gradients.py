@@ -104,7 +104,6 @@ class UpdateTracksGradients(Rule):
     """
 
     code = "EMA303"
-    fix_scope = FixScope.MOVES  # its fix moves, wraps or inserts statements
     name = "ema-update-tracks-gradients"
     summary = "Hand-written EMA update recorded by autograd (outside torch.no_grad())"
     fix_availability = FixAvailability.SOMETIMES
