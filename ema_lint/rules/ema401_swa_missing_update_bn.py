@@ -11,7 +11,7 @@ from ..analysis.names import ImportTable
 from ..analysis.norm_layers import NormLayers
 from ..analysis.swa import SwaAnalysis, SwaModel, UpdateSite
 from ..analysis.values import ValueResolver
-from ..diagnostics import Applicability, Edit, Fix, FixAvailability
+from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
 
 UPDATE_BN = "torch.optim.swa_utils.update_bn"
@@ -108,6 +108,7 @@ class SwaMissingUpdateBn(Rule):
     summary = "SWA model used without recalibrating its BatchNorm statistics (update_bn)"
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.SAFE
+    fix_scope = FixScope.MOVES  # inserts update_bn after the loop, and its import
     triggers = (b"AveragedModel",)
     requires = (SwaAnalysis, NormLayers)
 

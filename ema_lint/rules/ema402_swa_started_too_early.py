@@ -9,7 +9,7 @@ from ..analysis.batches import BatchLoops
 from ..analysis.horizon import format_number
 from ..analysis.loops import TrainingLoops
 from ..analysis.swa import SwaAnalysis, SwaModel, SwaStart, UpdateSite
-from ..diagnostics import Applicability, Edit, Fix, FixAvailability
+from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Option, Rule
 
 TARGET = 0.75  # where the fix starts averaging
@@ -90,6 +90,7 @@ class SwaStartedTooEarly(Rule):
     summary = "SWA averaging starts early in the run, or with no start condition"
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.UNSAFE
+    fix_scope = FixScope.VALUE  # the literal may be where the start is defined
     triggers = (b"AveragedModel", b"StochasticWeightAverag")
     requires = (SwaAnalysis,)
     options = (

@@ -8,7 +8,7 @@ from ..analysis.apis import BoundCall
 from ..analysis.origins import Origins
 from ..analysis.swa import SwaAnalysis, SwaModel, UpdateSite
 from ..analysis.values import ValueResolver
-from ..diagnostics import Applicability, Edit, Fix, FixAvailability
+from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
 
 
@@ -74,6 +74,7 @@ class SwaUpdateBnWrongModel(Rule):
     summary = "update_bn given the live model, or run before the last update_parameters"
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.SAFE
+    fix_scope = FixScope.MOVES  # moves update_bn after the loop, or adds a call there
     triggers = (b"update_bn",)
     requires = (SwaAnalysis,)
 
