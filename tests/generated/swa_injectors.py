@@ -165,6 +165,15 @@ INJECTORS: tuple[SwaInjector, ...] = (
         inject=_set(lr="both-stepped"),
     ),
     SwaInjector(
+        "EMA403",
+        "one-cycle-stepped-per-batch",
+        "lr",
+        "scheduler-step",
+        None,
+        when=lambda plan: _torch(plan) and plan.start_kind != "unconditional",
+        inject=_set(lr="per-batch"),
+    ),
+    SwaInjector(
         "EMA401",
         "missing-update-bn",
         "bn",
@@ -172,8 +181,17 @@ INJECTORS: tuple[SwaInjector, ...] = (
         # Safe: one training loader of (input, target) tuples (validation loops under
         # no_grad are not loaders update_bn could take).
         "safe",
-        when=lambda plan: _torch(plan) and plan.norm == "batchnorm",
-        inject=_set(bn="missing"),
+        when=_torch,
+        inject=_set(bn="missing", norm="batchnorm"),
+    ),
+    SwaInjector(
+        "EMA401",
+        "missing-update-bn-torchvision-resnet",
+        "bn",
+        "swa_model",
+        "safe",
+        when=_torch,
+        inject=_set(bn="missing", norm="resnet"),
     ),
     SwaInjector(
         "EMA404",

@@ -47,7 +47,8 @@ class SwaPlan:
     epochs: int
     start: float  # the first averaged epoch as a fraction of the run (clean: 0.75)
     comparison: str  # ">", ">="
-    norm: str  # "batchnorm" or "layernorm"
+    one_based: bool  # ``for epoch in range(1, epochs + 1)``
+    norm: str  # "batchnorm", "layernorm" or "resnet" (torchvision's, with BatchNorm)
     device: bool  # batches moved with .to(device)
     validation: str  # "inline" or "function"
     live_validation: bool  # the live model is validated every epoch (a second loader)
@@ -55,7 +56,7 @@ class SwaPlan:
     # Slots (clean by default) -----------------------------------------------------------------
     # The learning rate: "swalr" (canonical else-branch), "constant" (no scheduler, SWALR),
     # "constant-no-swalr", "cyclic", "step", bugs: "no-swalr", "swalr-not-stepped",
-    # "both-stepped".
+    # "both-stepped", "per-batch" (OneCycleLR stepped in the batch loop, no SWALR).
     lr: str = "swalr"
     # update_bn: "after", "per-epoch" (after the update, then an evaluation), "use-buffers",
     # "no-batchnorm"; bugs: "missing", "live", "before-loop", "before-update".
@@ -81,7 +82,7 @@ class SwaPlan:
     @property
     def start_epoch(self) -> int:
         """The value written for ``swa_start`` (or ``swa_epoch_start``)."""
-        first = round(self.start * self.epochs)
+        first = round(self.start * self.epochs) + self.one_based
         return first - 1 if self.comparison == ">" else first
 
 
@@ -160,7 +161,8 @@ def plans(draw, api: str | None = None) -> SwaPlan:
         epochs=draw(st.sampled_from([40, 100, 200, 300])),
         start=draw(st.sampled_from([0.75, 0.8])),
         comparison=draw(st.sampled_from([">", ">="])),
-        norm=draw(st.sampled_from(["batchnorm", "layernorm"])),
+        one_based=draw(st.booleans()),
+        norm=draw(st.sampled_from(["batchnorm", "layernorm", "resnet"])),
         device=draw(st.booleans()),
         validation=draw(st.sampled_from(["inline", "function"])),
         live_validation=draw(st.booleans()),
@@ -205,6 +207,7 @@ _SCHEDULERS = {
     "both-stepped": "CosineAnnealingLR",
     "cyclic": "CosineAnnealingWarmRestarts",
     "step": "MultiStepLR",
+    "per-batch": "OneCycleLR",
 }
 
 
@@ -225,6 +228,8 @@ def _header(w: _Writer, plan: SwaPlan) -> _Spelling:
         w("import argparse")
         w()
     w("import torch" if torch == "torch" else f"import torch as {torch}")
+    if plan.norm == "resnet":
+        w("import torchvision")
     if nn == "nn":
         w("from torch import nn" if torch == "torch" else "import torch.nn as nn")
     else:
@@ -300,6 +305,12 @@ def _helpers(w: _Writer, plan: SwaPlan) -> None:
     nn = plan.names["nn"]
     w()
     w()
+    if plan.norm == "resnet":
+        w("def build_model(classes=10):")
+        with w.block():
+            w("return torchvision.models.resnet18(num_classes=classes)")
+        _helper_functions(w, plan)
+        return
     w("def build_model(in_features=32, hidden=128, classes=10):")
     with w.block():
         norm = (
@@ -312,6 +323,10 @@ def _helpers(w: _Writer, plan: SwaPlan) -> None:
             w(f"{nn}.ReLU(),")
             w(f"{nn}.Linear(hidden, classes),")
         w(")")
+    _helper_functions(w, plan)
+
+
+def _helper_functions(w: _Writer, plan: SwaPlan) -> None:
     if plan.batches == "function":
         w()
         w()
@@ -322,7 +337,9 @@ def _helpers(w: _Writer, plan: SwaPlan) -> None:
         _evaluate_function(w, plan)
 
 
-def _batch(w: _Writer, plan: SwaPlan, model: str, opt: str, crit: str, loader: str) -> None:
+def _batch(
+    w: _Writer, plan: SwaPlan, model: str, opt: str, crit: str, loader: str, scheduler: str
+) -> None:
     w(f"{model}.train()")
     w(f"for x, y in {loader}:")
     with w.block():
@@ -332,15 +349,19 @@ def _batch(w: _Writer, plan: SwaPlan, model: str, opt: str, crit: str, loader: s
         w(f"loss = {crit}({model}(x), y)")
         w("loss.backward()")
         w(f"{opt}.step()")
+        if plan.lr == "per-batch":
+            w(f"{scheduler}.step()", tag="scheduler-step")
 
 
 def _train_epoch_function(w: _Writer, plan: SwaPlan) -> None:
     params = ["model", "loader", "optimizer", "criterion"]
+    if plan.lr == "per-batch":
+        params.append("scheduler")
     if plan.device:
         params.append("device")
     w(f"def {plan.names['train_epoch']}({', '.join(params)}):")
     with w.block():
-        _batch(w, plan, "model", "optimizer", "criterion", "loader")
+        _batch(w, plan, "model", "optimizer", "criterion", "loader", "scheduler")
 
 
 def _evaluate_function(w: _Writer, plan: SwaPlan) -> None:
@@ -455,6 +476,7 @@ def _setup(w: _Writer, plan: SwaPlan, spell: _Spelling) -> None:
             "CosineAnnealingLR": f"T_max={epochs}",
             "CosineAnnealingWarmRestarts": "T_0=10",
             "MultiStepLR": "milestones=[30, 60]",
+            "OneCycleLR": f"max_lr=LR, epochs={epochs}, steps_per_epoch=len({r('loader')})",
         }[scheduler]
         w(f"{r('scheduler')} = {spell.schedulers}{scheduler}({opt}, {arguments})")
     extra = ", use_buffers=True" if plan.bn == "use-buffers" else ""
@@ -509,13 +531,22 @@ def _run(w: _Writer, plan: SwaPlan, spell: _Spelling) -> None:
         w("device = self.device")
     if plan.bn == "before-loop":
         w(bn_call, tag="bn")
-    w(f"for {epoch} in range({_epochs_expr(plan)}):")
+    epochs = _epochs_expr(plan)
+    w(
+        f"for {epoch} in range(1, {epochs} + 1):"
+        if plan.one_based
+        else f"for {epoch} in range({epochs}):"
+    )
     with w.block():
         if plan.batches == "function":
-            args = [model, loader, opt, crit] + (["device"] if plan.device else [])
+            args = [model, loader, opt, crit]
+            if plan.lr == "per-batch":
+                args.append(r("scheduler"))
+            if plan.device:
+                args.append("device")
             w(f"{n['train_epoch']}({', '.join(args)})")
         else:
-            _batch(w, plan, model, opt, crit, loader)
+            _batch(w, plan, model, opt, crit, loader, r("scheduler"))
         _averaging(w, plan, bn_call)
         if plan.live_validation:
             _evaluate(w, plan, model, f"epoch {{{epoch}}}")
