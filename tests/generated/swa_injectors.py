@@ -10,9 +10,9 @@ loaders). Every slot has clean variants, legitimate code the rules stay silent o
 
 Interactions are constrained so that the expected set stays exact:
 
-- an averaged model never used (EMA406) needs no ``update_bn`` (EMA401 judges only a
-  model that is used), so the two exclude each other, and EMA406 excludes the
-  ``update_bn``-then-evaluate shapes that use the model inside the loop;
+- an averaged model never used (EMA406, drawn before the ``update_bn`` slot) keeps
+  ``update_bn`` from missing (EMA401 judges only a model that is used) and from the
+  shapes that evaluate the averaged model inside the loop;
 - an update with no start condition (EMA402) leaves no ``else`` branch for the regular
   scheduler, so the learning rate is then constant or cyclic (no EMA403), and no
   ``update_bn`` sits in the start condition's branch;
@@ -181,7 +181,7 @@ INJECTORS: tuple[SwaInjector, ...] = (
         # Safe: one training loader of (input, target) tuples (validation loops under
         # no_grad are not loaders update_bn could take).
         "safe",
-        when=_torch,
+        when=lambda plan: _torch(plan) and plan.used,
         inject=_set(bn="missing", norm="batchnorm"),
     ),
     SwaInjector(
@@ -190,7 +190,7 @@ INJECTORS: tuple[SwaInjector, ...] = (
         "bn",
         "swa_model",
         "safe",
-        when=_torch,
+        when=lambda plan: _torch(plan) and plan.used,
         inject=_set(bn="missing", norm="resnet"),
     ),
     SwaInjector(
@@ -217,7 +217,7 @@ INJECTORS: tuple[SwaInjector, ...] = (
         "bn",
         "bn",
         "safe",
-        when=lambda plan: _torch(plan) and plan.start_kind != "unconditional",
+        when=lambda plan: _torch(plan) and plan.start_kind != "unconditional" and plan.used,
         inject=_set(bn="before-update"),
     ),
     SwaInjector(
@@ -271,7 +271,7 @@ INJECTORS: tuple[SwaInjector, ...] = (
         "use",
         "swa_model",
         None,
-        when=lambda plan: _torch(plan) and plan.bn not in ("missing", "per-epoch", "before-update"),
+        when=_torch,  # before the bn slot, which then keeps update_bn out of the loop
         inject=_set(used=False),
     ),
 )
@@ -317,7 +317,7 @@ CLEAN: tuple[SwaClean, ...] = (
         "bn",
         "update-bn-each-epoch-after-update",
         _set(bn="per-epoch"),
-        lambda plan: _torch(plan) and not _unconditional(plan),
+        lambda plan: _torch(plan) and not _unconditional(plan) and plan.used,
     ),
     SwaClean("bn", "use-buffers", _set(bn="use-buffers"), _torch),
     SwaClean(
@@ -331,4 +331,4 @@ CLEAN: tuple[SwaClean, ...] = (
     SwaClean("use", "evaluated-and-saved", _no_change),
 )
 
-SLOTS = ("start", "lr", "bn", "keyword", "use")
+SLOTS = ("start", "lr", "use", "bn", "keyword")

@@ -15,7 +15,10 @@ The shapes of real stochastic weight averaging code (PyTorch's SWA tutorial and
   with a ``StochasticWeightAveraging(swa_lrs=..., swa_epoch_start=...)`` callback;
 - ``swa_start`` (and the run length) from a module constant, an argparse default, a
   function default or a fraction of the run (``int(0.75 * epochs)``);
-- a model with BatchNorm or only LayerNorm, built by a function of the module;
+- a decaying schedule from torch (``CosineAnnealingLR``, ``OneCycleLR`` per batch) or timm
+  (``CosineLRScheduler`` stepped with the epoch), a cyclic or step one, or none;
+- a model with BatchNorm or only LayerNorm, built by a function of the module, or a
+  torchvision ResNet;
 - every name drawn at random.
 
 A :class:`SwaPlan` holds the choices; the injectors of ``swa_injectors.py`` edit it; then
@@ -48,6 +51,7 @@ class SwaPlan:
     start: float  # the first averaged epoch as a fraction of the run (clean: 0.75)
     comparison: str  # ">", ">="
     one_based: bool  # ``for epoch in range(1, epochs + 1)``
+    timm_cosine: bool  # the cosine schedule is timm's, stepped with the epoch number
     norm: str  # "batchnorm", "layernorm" or "resnet" (torchvision's, with BatchNorm)
     device: bool  # batches moved with .to(device)
     validation: str  # "inline" or "function"
@@ -162,6 +166,7 @@ def plans(draw, api: str | None = None) -> SwaPlan:
         start=draw(st.sampled_from([0.75, 0.8])),
         comparison=draw(st.sampled_from([">", ">="])),
         one_based=draw(st.booleans()),
+        timm_cosine=draw(st.booleans()),
         norm=draw(st.sampled_from(["batchnorm", "layernorm", "resnet"])),
         device=draw(st.booleans()),
         validation=draw(st.sampled_from(["inline", "function"])),
@@ -212,7 +217,10 @@ _SCHEDULERS = {
 
 
 def _scheduler_class(plan: SwaPlan) -> str | None:
-    return _SCHEDULERS.get(plan.lr)
+    name = _SCHEDULERS.get(plan.lr)
+    if name == "CosineAnnealingLR" and plan.timm_cosine:
+        return "CosineLRScheduler"
+    return name
 
 
 def _has_swalr(plan: SwaPlan) -> bool:
@@ -243,7 +251,10 @@ def _header(w: _Writer, plan: SwaPlan) -> _Spelling:
     scheduler = _scheduler_class(plan)
     style = plan.import_style
     prefix = f"{torch}.optim.lr_scheduler."
-    if scheduler is not None and style == "from":
+    if scheduler == "CosineLRScheduler":
+        w("from timm.scheduler import CosineLRScheduler")
+        prefix = ""
+    elif scheduler is not None and style == "from":
         w(f"from torch.optim.lr_scheduler import {scheduler}")
         prefix = ""
     elif scheduler is not None and style == "alias":
@@ -475,6 +486,7 @@ def _setup(w: _Writer, plan: SwaPlan, spell: _Spelling) -> None:
         arguments = {
             "CosineAnnealingLR": f"T_max={epochs}",
             "CosineAnnealingWarmRestarts": "T_0=10",
+            "CosineLRScheduler": f"t_initial={epochs}, warmup_t=5",
             "MultiStepLR": "milestones=[30, 60]",
             "OneCycleLR": f"max_lr=LR, epochs={epochs}, steps_per_epoch=len({r('loader')})",
         }[scheduler]
@@ -569,6 +581,8 @@ def _averaging(w: _Writer, plan: SwaPlan, bn_call: str) -> None:
     update = f"{swa}.update_parameters({model})"
     swalr_step = f"{r('swa_scheduler')}.step()"
     scheduler_step = f"{r('scheduler')}.step()"
+    if _scheduler_class(plan) == "CosineLRScheduler":  # timm's: the epoch that follows
+        scheduler_step = f"{r('scheduler')}.step({plan.names['epoch']} + 1)"
     if plan.start_kind == "unconditional":
         w(update, tag="update")
         if plan.lr == "constant":
