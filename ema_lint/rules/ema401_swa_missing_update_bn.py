@@ -109,6 +109,7 @@ class SwaMissingUpdateBn(Rule):
     summary = "SWA model used without recalibrating its BatchNorm statistics (update_bn)"
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.SAFE
+    fix_scope = FixScope.MOVES  # inserts update_bn after the loop, and its import
     triggers = (b"AveragedModel",)
     requires = (SwaAnalysis, NormLayers)
 

@@ -91,6 +91,7 @@ class SwaStartedTooEarly(Rule):
     summary = "SWA averaging starts early in the run, or with no start condition"
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.UNSAFE
+    fix_scope = FixScope.VALUE  # the literal may be where the start is defined
     triggers = (b"AveragedModel", b"StochasticWeightAverag")
     requires = (SwaAnalysis,)
     options = (

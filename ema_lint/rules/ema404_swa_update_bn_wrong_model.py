@@ -75,6 +75,7 @@ class SwaUpdateBnWrongModel(Rule):
     summary = "update_bn given the live model, or run before the last update_parameters"
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.SAFE
+    fix_scope = FixScope.MOVES  # moves update_bn after the loop, or adds a call there
     triggers = (b"update_bn",)
     requires = (SwaAnalysis,)
 
