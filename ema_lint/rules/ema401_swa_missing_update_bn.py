@@ -104,7 +104,6 @@ class SwaMissingUpdateBn(Rule):
     """
 
     code = "EMA401"
-    fix_scope = FixScope.MOVES  # its fix moves, wraps or inserts statements
     name = "swa-missing-update-bn"
     summary = "SWA model used without recalibrating its BatchNorm statistics (update_bn)"
     fix_availability = FixAvailability.SOMETIMES

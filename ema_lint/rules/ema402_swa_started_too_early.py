@@ -86,7 +86,6 @@ class SwaStartedTooEarly(Rule):
     """
 
     code = "EMA402"
-    fix_scope = FixScope.VALUE  # the value may be where a constant is defined
     name = "swa-started-too-early"
     summary = "SWA averaging starts early in the run, or with no start condition"
     fix_availability = FixAvailability.SOMETIMES

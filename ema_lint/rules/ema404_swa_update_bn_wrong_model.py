@@ -70,7 +70,6 @@ class SwaUpdateBnWrongModel(Rule):
     """
 
     code = "EMA404"
-    fix_scope = FixScope.MOVES  # its fix moves, wraps or inserts statements
     name = "swa-update-bn-wrong-model"
     summary = "update_bn given the live model, or run before the last update_parameters"
     fix_availability = FixAvailability.SOMETIMES
