@@ -244,7 +244,7 @@ _ATTRIBUTES = frozenset(
 NAME_POOLS = {
     "model": ("model", "net", "network", "backbone", "classifier", "unet"),
     "ema": ("ema", "model_ema", "ema_model", "averaged", "avg_model", "ema_net", "shadow"),
-    "optimizer": ("optimizer", "opt", "optim", "optimiser"),
+    "optimizer": ("optimizer", "opt", "optim", "optimiser", "sgd", "adamw", "solver"),
     "loader": ("loader", "train_loader", "dataloader", "train_dl"),
     "val_loader": ("val_loader", "eval_loader", "valid_dl"),
     "criterion": ("criterion", "loss_fn", "loss_func"),
@@ -263,10 +263,9 @@ NAME_POOLS = {
     "teacher": ("teacher", "teacher_model", "momentum_encoder", "mean_teacher"),
     "trainer": ("Trainer", "EmaTrainer", "ClassifierTrainer"),
 }
-# Names that carry no role: they may also be any identifier at all.
-# (Not the optimizer: the analysis recognises ``.step()`` calls of optimizers by the
-# receiver's name; see test_known_gaps.py.)
-_NEUTRAL = ("loader", "val_loader", "criterion", "train", "evaluate", "step", "epoch")
+# Names that carry no role: they may also be any identifier at all (the optimizer too: the
+# analysis knows it by where it was made, not by its name).
+_NEUTRAL = ("optimizer", "loader", "val_loader", "criterion", "train", "evaluate", "step", "epoch")
 # Words that give a variable a role in the averaging model (a teacher, a target network, an
 # averaged copy) or clash with the script's own names; random names avoid them.
 _LOADED = re.compile(
