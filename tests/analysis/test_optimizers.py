@@ -27,7 +27,8 @@ def _steps(source: str) -> list[str]:
         "from timm.optim import create_optimizer_v2\nsgd = create_optimizer_v2(m)\nsgd.step()\n",
         "sgd = Adafactor(params)\nsgd.step()\n",
         # Passed through accelerate, Fabric or apex, position by position.
-        "import torch\nsgd = torch.optim.SGD(p)\nm, sgd, dl = acc.prepare(m, sgd, dl)\nsgd.step()\n",
+        "import torch\nsgd = torch.optim.SGD(p)\nm, sgd, dl = acc.prepare(m, sgd, dl)\n"
+        "sgd.step()\n",
         "import torch\nm, sgd = fabric.setup(m, torch.optim.SGD(p))\nsgd.step()\n",
         "import torch\nsgd = acc.prepare(torch.optim.SGD(p))\nsgd.step()\n",
         "sgd = accelerator.prepare_optimizer(thing)\nsgd.step()\n",
