@@ -395,14 +395,17 @@ def _fix_key(diagnostic: Diagnostic) -> tuple[str, str, int]:
     return (diagnostic.code, diagnostic.message, diagnostic.line)
 
 
-def fix(data: bytes | str, path: str, settings: FileSettings) -> FixOutcome:
-    """Apply every allowed fix, re-linting until nothing more applies."""
+def fix(
+    data: bytes | str, path: str, settings: FileSettings, *, passes: int = MAX_FIX_PASSES
+) -> FixOutcome:
+    """Apply every allowed fix, re-linting until nothing more applies (or ``passes`` rounds:
+    one round shows what the findings of the file as it is fix, before any cascade)."""
     original = data
     applied = 0
     rejected: set[tuple[str, str, int]] = set()
     errors: list[Diagnostic] = []
     analysis = analyze(data, path, settings)
-    for _ in range(MAX_FIX_PASSES):
+    for _ in range(passes):
         if analysis.module is None or analysis.positions is None or analysis.context is None:
             break
         candidates = [

@@ -769,10 +769,25 @@ class InPlaceUpdates:
             and self._scope_of(n) is scope
         ]
         for occurrence in events:
+            if self._other_branch(statement, occurrence):
+                continue  # ``if ...: e = ... else: e.copy_(...)``: never both
             store = self._is_store(occurrence)
             if store is None:
                 continue
             return not store
+        return False
+
+    def _other_branch(self, statement: cst.CSTNode, occurrence: cst.CSTNode) -> bool:
+        """``occurrence`` is in an ``else``/``elif`` of an ``if`` whose body holds
+        ``statement``: the two never run in the same pass."""
+        for ancestor in self.index.ancestors(statement):
+            if (
+                isinstance(ancestor, cst.If)
+                and ancestor.orelse is not None
+                and self.index.contains(ancestor.body, statement)
+                and self.index.contains(ancestor.orelse, occurrence)
+            ):
+                return True
         return False
 
     def _scope_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
@@ -997,5 +1012,29 @@ def _terms(expr: cst.BaseExpression) -> list[tuple[cst.BaseExpression, cst.BaseE
             return [(right, left)]
         if _is_scalar_like(right) and not _is_scalar_like(left):
             return [(left, right)]
+        # ``(1 - decay) * w``: both read like weights, but a short name (``w``, ``k``) next
+        # to a written coefficient is the tensor (``for ema_w, w in zip(...)``).
+        if _scalar_rank(left) > 1 and _scalar_rank(right) == 1:
+            return [(right, left)]
+        if _scalar_rank(right) > 1 and _scalar_rank(left) == 1:
+            return [(left, right)]
         return None
     return None
+
+
+def _scalar_rank(node: cst.BaseExpression) -> int:
+    """How surely an operand is a coefficient: 3, a number or arithmetic on one (``1 - d``);
+    2, a name with a weight's word (``decay``); 1, a short name that may be either (``w``);
+    0, not a coefficient."""
+    if isinstance(node, (cst.Integer, cst.Float)):
+        return 3
+    if isinstance(node, cst.UnaryOperation):
+        return _scalar_rank(node.expression)
+    if isinstance(node, cst.BinaryOperation):
+        return 3 if max(_scalar_rank(node.left), _scalar_rank(node.right)) == 3 else 0
+    if not isinstance(node, (cst.Name, cst.Attribute)):
+        return 0
+    last = (dotted_name(node) or "").rsplit(".", 1)[-1].lower()
+    if any(word in last for word in _WEIGHT_WORDS):
+        return 2
+    return 1 if last in _SHORT_WEIGHTS else 0

@@ -12,7 +12,7 @@ from ..analysis.framework import FrameworkHooks
 from ..analysis.horizon import format_count, format_number, horizon
 from ..analysis.loops import MicroBatchFinding, Placement, TrainingLoops, accumulation_steps
 from ..analysis.values import ValueResolver
-from ..diagnostics import Applicability, Edit, Fix, FixAvailability
+from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
 from ..statement_edits import move_after, wrap_in_if
 
@@ -107,6 +107,7 @@ class UpdateIgnoresAccumulation(Rule):
     """
 
     code = "EMA202"
+    fix_scope = FixScope.MOVES  # its fix moves, wraps or inserts statements
     name = "ema-update-ignores-accumulation"
     summary = "Average updated on every micro-batch while the optimizer steps every N"
     fix_availability = FixAvailability.SOMETIMES

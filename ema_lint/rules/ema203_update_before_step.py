@@ -8,7 +8,7 @@ import libcst as cst
 
 from ..analysis.averaging import AveragingObject, AveragingObjects, Use
 from ..analysis.loops import BeforeStep, Placement, TrainingLoops
-from ..diagnostics import Applicability, Fix, FixAvailability
+from ..diagnostics import Applicability, Fix, FixAvailability, FixScope
 from ..rule import Rule
 from ..statement_edits import move_after
 
@@ -81,6 +81,7 @@ class UpdateBeforeStep(Rule):
     """
 
     code = "EMA203"
+    fix_scope = FixScope.MOVES  # its fix moves, wraps or inserts statements
     name = "ema-update-before-step"
     summary = "Average updated before the optimizer step of the same iteration"
     fix_availability = FixAvailability.SOMETIMES

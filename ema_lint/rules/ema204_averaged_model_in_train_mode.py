@@ -8,7 +8,7 @@ from ..analysis.apis import OBJECT_TRIGGERS
 from ..analysis.averaging import AveragingObjects
 from ..analysis.evaluation import Evaluation, EvaluationSites
 from ..analysis.modes import Mode, ModeTracker
-from ..diagnostics import Applicability, Edit, Fix, FixAvailability
+from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
 from ..statement_edits import call_statement
 
@@ -98,6 +98,7 @@ class AveragedModelInTrainMode(Rule):
     """
 
     code = "EMA204"
+    fix_scope = FixScope.MOVES  # its fix moves, wraps or inserts statements
     name = "averaged-model-in-train-mode"
     summary = "Averaged model evaluated in train mode (dropout on, batch statistics)"
     fix_availability = FixAvailability.ALWAYS

@@ -6,7 +6,7 @@ import libcst as cst
 
 from ..analysis.averaging import AveragingObjects
 from ..analysis.swaps import Swap, WeightSwaps
-from ..diagnostics import Applicability, Edit, Fix, FixAvailability
+from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
 
 
@@ -82,6 +82,7 @@ class WeightsNotRestored(Rule):
     """
 
     code = "EMA205"
+    fix_scope = FixScope.MOVES  # its fix moves, wraps or inserts statements
     name = "ema-weights-not-restored"
     summary = "Averaged weights swapped into the live model without restore()"
     fix_availability = FixAvailability.SOMETIMES

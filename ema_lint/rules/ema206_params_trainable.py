@@ -7,7 +7,7 @@ import libcst as cst
 from ..analysis.apis import OBJECT_TRIGGERS
 from ..analysis.averaging import AveragingObject, AveragingObjects, Use
 from ..analysis.trainable import OptimizerReach, TrainableCopies
-from ..diagnostics import Applicability, Edit, Fix, FixAvailability
+from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
 from ..statement_edits import call_statement
 
@@ -72,6 +72,7 @@ class ParamsTrainable(Rule):
     """
 
     code = "EMA206"
+    fix_scope = FixScope.MOVES  # its fix moves, wraps or inserts statements
     name = "ema-params-trainable"
     summary = "Averaged copy's parameters given to an optimizer"
     fix_availability = FixAvailability.SOMETIMES

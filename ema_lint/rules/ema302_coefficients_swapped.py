@@ -11,7 +11,7 @@ from ..analysis.averaging import UPDATE_TRIGGER_GROUPS, UPDATE_TRIGGERS, Averagi
 from ..analysis.horizon import describe_decay, format_number, horizon
 from ..analysis.updates import Coefficient, InPlaceUpdate, InPlaceUpdates, strip_tensor
 from ..analysis.values import ValueResolver
-from ..diagnostics import Applicability, Edit, Fix, FixAvailability
+from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
 from .ema103_semantics_swapped import complement_text
 
@@ -137,6 +137,9 @@ class CoefficientsSwapped(Rule):
     summary = "Hand-written EMA update that weighs the wrong side, or does not average"
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.SAFE
+    # The fix replaces coefficients only, but in the two-statement form (``e.mul_(1 - d)``
+    # then ``e.add_(p, alpha=d)``) one of them is in the statement before the finding's.
+    fix_scope = FixScope.VALUE
     triggers = UPDATE_TRIGGERS
     trigger_groups = UPDATE_TRIGGER_GROUPS
     requires = (InPlaceUpdates, AveragingObjects, ValueResolver)

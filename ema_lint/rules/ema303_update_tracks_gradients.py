@@ -9,7 +9,7 @@ from ..analysis.grad_mode import GradMode
 from ..analysis.names import ImportTable
 from ..analysis.updates import GRAD_METHODS, InPlaceUpdate, InPlaceUpdates
 from ..analysis.values import ValueResolver
-from ..diagnostics import Applicability, Edit, Fix, FixAvailability
+from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
 
 
@@ -108,6 +108,9 @@ class UpdateTracksGradients(Rule):
     summary = "Hand-written EMA update recorded by autograd (outside torch.no_grad())"
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.SAFE
+    # The fix wraps the update's loop (or its statements) in a ``with`` block and may add
+    # ``import torch``: it moves code, beyond the statement the finding is reported on.
+    fix_scope = FixScope.MOVES
     triggers = UPDATE_TRIGGERS
     trigger_groups = UPDATE_TRIGGER_GROUPS
     requires = (InPlaceUpdates, AveragingObjects, GradMode, ImportTable)

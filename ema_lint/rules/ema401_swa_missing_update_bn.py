@@ -11,7 +11,7 @@ from ..analysis.names import ImportTable
 from ..analysis.norm_layers import NormLayers
 from ..analysis.swa import SwaAnalysis, SwaModel, UpdateSite
 from ..analysis.values import ValueResolver
-from ..diagnostics import Applicability, Edit, Fix, FixAvailability
+from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
 
 UPDATE_BN = "torch.optim.swa_utils.update_bn"
@@ -104,6 +104,7 @@ class SwaMissingUpdateBn(Rule):
     """
 
     code = "EMA401"
+    fix_scope = FixScope.MOVES  # its fix moves, wraps or inserts statements
     name = "swa-missing-update-bn"
     summary = "SWA model used without recalibrating its BatchNorm statistics (update_bn)"
     fix_availability = FixAvailability.SOMETIMES

@@ -9,7 +9,7 @@ from ..analysis.batches import BatchLoops
 from ..analysis.horizon import format_number
 from ..analysis.loops import TrainingLoops
 from ..analysis.swa import SwaAnalysis, SwaModel, SwaStart, UpdateSite
-from ..diagnostics import Applicability, Edit, Fix, FixAvailability
+from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Option, Rule
 
 TARGET = 0.75  # where the fix starts averaging
@@ -86,6 +86,7 @@ class SwaStartedTooEarly(Rule):
     """
 
     code = "EMA402"
+    fix_scope = FixScope.VALUE  # the value may be where a constant is defined
     name = "swa-started-too-early"
     summary = "SWA averaging starts early in the run, or with no start condition"
     fix_availability = FixAvailability.SOMETIMES

@@ -8,7 +8,7 @@ from ..analysis.apis import BoundCall
 from ..analysis.origins import Origins
 from ..analysis.swa import SwaAnalysis, SwaModel, UpdateSite
 from ..analysis.values import ValueResolver
-from ..diagnostics import Applicability, Edit, Fix, FixAvailability
+from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
 
 
@@ -70,6 +70,7 @@ class SwaUpdateBnWrongModel(Rule):
     """
 
     code = "EMA404"
+    fix_scope = FixScope.MOVES  # its fix moves, wraps or inserts statements
     name = "swa-update-bn-wrong-model"
     summary = "update_bn given the live model, or run before the last update_parameters"
     fix_availability = FixAvailability.SOMETIMES

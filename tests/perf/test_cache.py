@@ -31,8 +31,8 @@ def engine_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
     real = engine.analyze
 
-    def counting(data, path, settings):
-        analysis = real(data, path, settings)
+    def counting(data, path, settings, **kwargs):
+        analysis = real(data, path, settings, **kwargs)
         if analysis.parsed:
             calls.append(path)
         return analysis
