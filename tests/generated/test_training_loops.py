@@ -58,7 +58,7 @@ def _numbered(source: str) -> str:
     return "\n".join(f"{i:4} {line}" for i, line in enumerate(source.splitlines(), start=1))
 
 
-@settings(max_examples=examples(1.0))
+@settings(max_examples=examples(0.7))
 @given(scripts())
 def test_generated_scripts_report_exactly_their_bugs_and_fix_them(script: Script) -> None:
     data = script.source.encode()
