@@ -18,6 +18,7 @@ import libcst as cst
 
 from .context import FileContext
 from .names import dotted_name
+from .optimizers import Optimizers
 
 Loop = cst.For | cst.While
 FunctionNode = cst.FunctionDef | cst.Lambda
@@ -76,6 +77,7 @@ class TrainingLoops:
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
         self.index = ctx.index
+        self._optimizers: Optimizers | None = None
         self.functions: list[cst.FunctionDef] = list(ctx.nodes(cst.FunctionDef))
         self._by_name: dict[str, list[cst.FunctionDef]] = {}
         for fn in self.functions:
@@ -189,7 +191,8 @@ class TrainingLoops:
 
     def is_step_call(self, call: cst.Call) -> bool:
         """An optimizer step: ``optimizer.step()``, ``scaler.step(optimizer)``,
-        ``optim_wrapper.update_params(loss)``."""
+        ``optim_wrapper.update_params(loss)``; ``sgd.step()`` when ``sgd`` is known to be an
+        optimizer by where it was made (``analysis/optimizers.py``)."""
         func = call.func
         if not isinstance(func, cst.Attribute):
             return False
@@ -201,9 +204,13 @@ class TrainingLoops:
             return "optim" in receiver.lower()
         if method != "step":
             return False
-        if _SCALER_NAME.search(receiver):
-            return bool(call.args)
-        return bool(_OPTIMIZER_NAME.search(receiver)) and not _NOT_OPTIMIZER.search(receiver)
+        if _SCALER_NAME.search(receiver) and call.args:
+            return True
+        if _OPTIMIZER_NAME.search(receiver) and not _NOT_OPTIMIZER.search(receiver):
+            return True
+        if self._optimizers is None:
+            self._optimizers = self.ctx.get(Optimizers)
+        return self._optimizers.is_optimizer(func.value)
 
     def steps(self, call: cst.Call) -> bool:
         """The call performs an optimizer step, itself or through a local function."""

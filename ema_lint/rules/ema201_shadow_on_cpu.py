@@ -132,8 +132,9 @@ class ShadowOnCpu(Rule):
         lengths = self.ctx.get(RunLengths)
         hooks = self.ctx.get(FrameworkHooks)
         for update in obj.updates:
-            if lengths.guard_interval(update)[0] > 1:
-                continue
+            count, guard = lengths.guard_interval(update)
+            if count > 1 and not self._steps_under(guard, loops):
+                continue  # an interval of its own, not the accumulation guard of the step
             for anchor in loops.anchors(update):
                 if any(anchor.loop is loop for loop in loops.step_loops):
                     return True
@@ -141,6 +142,16 @@ class ShadowOnCpu(Rule):
                 if hook.name.value in PER_STEP_HOOKS:
                     return True
         return False
+
+    def _steps_under(self, guard: cst.If | None, loops: TrainingLoops) -> bool:
+        """The ``% k`` guard also holds the optimizer step: it is gradient accumulation, and
+        the update under it still runs on every optimizer step."""
+        if guard is None:
+            return False
+        return any(
+            isinstance(call, cst.Call) and loops.steps(call)
+            for call in self.ctx.index.descendants(guard, cst.Call)
+        )
 
     def _message(self, obj: AveragingObject, accelerator: cst.CSTNode) -> str:
         shown = self.ctx.code(accelerator)

@@ -160,12 +160,21 @@ class UpdateBeforeStep(Rule):
     def _fix(
         self, obj: AveragingObject, found: BeforeStep, placement: Placement, keep: set[int]
     ) -> Fix | None:
-        within = found.loop if found.loop is not None else found.function
-        moved = placement.movable(found.node, keep, within=within)
-        if moved is None:
-            return None
+        index = self.ctx.index
         target = placement.after_step(found.step, found.loop)
-        if target is None or self.ctx.index.contains(moved, target):
+        if target is None:
+            return None
+        within: cst.CSTNode | None = found.loop if found.loop is not None else found.function
+        # An update under the accumulation guard, before the step under the same guard,
+        # moves within the guard: it leaves no condition.
+        for ancestor in index.ancestors(found.node):
+            if ancestor is within:
+                break
+            if isinstance(ancestor, cst.BaseCompoundStatement) and index.contains(ancestor, target):
+                within = ancestor
+                break
+        moved = placement.movable(found.node, keep, within=within)
+        if moved is None or index.contains(moved, target):
             return None
         if placement.conflicts(moved, target, obj.names):
             return None

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from hypothesis import strategies as st
 
 from ema_lint.analysis.apis import Side
-from tests.generated.scripts import Bug, Plan, Teacher, written
+from tests.generated.scripts import _DEVICE_ARGUMENT, Bug, Plan, Teacher, written
 
 
 @dataclass(frozen=True)
@@ -116,6 +116,36 @@ def _wrapped(plan: Plan, draw: Callable) -> None:
 _COPIES_THE_MODULE = ("timm-v2", "timm-v3", "torch-averaged", "ema-pytorch", "mmengine")
 
 
+# APIs whose copy is in train mode as made (timm and ultralytics make theirs in eval mode).
+_COPIES_IN_TRAIN_MODE = ("torch-averaged", "ema-pytorch", "mmengine")
+_BUILT_IN_EVAL_MODE = ("timm-v2", "timm-v3", "ultralytics")
+# APIs that swap the averaged weights into the live model (store / copy_to / restore).
+_SWAPS = ("diffusers", "torch-ema")
+
+
+def _setter(attribute: str, value: str) -> Callable[[Plan, Callable], None]:
+    def inject(plan: Plan, draw: Callable) -> None:
+        setattr(plan, attribute, value)
+
+    return inject
+
+
+def _order(value: str) -> Callable[[Plan, Callable], None]:
+    return _setter("order", value)
+
+
+def _mode(value: str) -> Callable[[Plan, Callable], None]:
+    return _setter("mode", value)
+
+
+def _swap(value: str) -> Callable[[Plan, Callable], None]:
+    return _setter("swap", value)
+
+
+def _device(value: str) -> Callable[[Plan, Callable], None]:
+    return _setter("device", value)
+
+
 def _long_or_unknown(plan: Plan) -> bool:
     return plan.run != "short"
 
@@ -189,6 +219,55 @@ INJECTORS: tuple[Injector, ...] = (
         inject=_wrapped,
     ),
     Injector(
+        "EMA202",
+        "update-outside-accumulation-guard",
+        "order",
+        "update",
+        "safe",
+        when=lambda plan: plan.loop in ("accumulate", "accelerate"),
+        inject=_order("outside-guard"),
+        notes="after the % k guard, or under accumulate() without sync_gradients",
+    ),
+    Injector(
+        "EMA203",
+        "update-before-step",
+        "order",
+        "update",
+        "safe",
+        when=lambda plan: plan.loop in ("plain", "amp", "accumulate"),
+        inject=_order("before-step"),
+        notes="first thing in the iteration, or first thing under the accumulation guard",
+    ),
+    Injector(
+        "EMA204",
+        "averaged-copy-in-train-mode",
+        "mode",
+        "evaluation",
+        "safe",
+        when=lambda plan: plan.flavor.key in _COPIES_IN_TRAIN_MODE,
+        inject=_mode("missing"),
+    ),
+    Injector(
+        "EMA205",
+        "swap-without-restore",
+        "swap",
+        "copy-to",
+        "safe",
+        when=lambda plan: plan.flavor.key in _SWAPS,
+        inject=_swap("missing"),
+    ),
+    Injector(
+        "EMA201",
+        "average-on-cpu",
+        "device",
+        "device",
+        "safe",
+        # timm documents a CPU copy (device="cpu") as a memory trade-off.
+        when=lambda plan: plan.flavor.key not in _DEVICE_ARGUMENT,
+        inject=_device("cpu"),
+        notes='device="cpu" for AveragedModel, else a .cpu()/.to("cpu") of the copy',
+    ),
+    Injector(
         "EMA105",
         "averaged-copy-in-half",
         "cast",
@@ -225,6 +304,41 @@ CLEAN: tuple[Clean, ...] = (
     Clean("cast", "none", _no_change),
     Clean("cast", "export-after-training", _export_cast),
     Clean("wrap", "copy-before-wrapping", _no_change),
+    Clean("order", "update-after-step", _no_change),
+    Clean(
+        "order",
+        "sync-gradients-inside-accumulate",
+        _order("sync-inside"),
+        when=lambda plan: plan.loop == "accelerate",
+    ),
+    Clean("mode", "eval-before-evaluation", _no_change),
+    Clean(
+        "mode",
+        "made-in-eval-mode",
+        _mode("built-eval"),
+        when=lambda plan: plan.flavor.key in _BUILT_IN_EVAL_MODE,
+    ),
+    Clean("swap", "the-flavors-own", _no_change),
+    Clean("swap", "restore-in-finally", _swap("try"), when=lambda plan: plan.flavor.key in _SWAPS),
+    Clean(
+        "swap",
+        "store-copy-restore",
+        _swap("swap"),
+        when=lambda plan: plan.flavor.key == "torch-ema",
+    ),
+    Clean("device", "the-models-device", _no_change),
+    Clean(
+        "device",
+        "documented-offload",
+        _device("documented"),
+        when=lambda plan: plan.flavor.key in ("timm-v2", "timm-v3", "diffusers", "ema-pytorch"),
+    ),
+    Clean(
+        "device",
+        "saved-on-cpu-after-training",
+        _device("saved"),
+        when=lambda plan: plan.flavor.evaluate == "inner",
+    ),
 )
 
-SLOTS = ("decay", "teacher", "cast", "wrap")
+SLOTS = ("decay", "teacher", "cast", "wrap", "order", "mode", "swap", "device")

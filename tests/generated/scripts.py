@@ -204,6 +204,19 @@ class Plan:
     teacher: Teacher | None = None
     cast: str = "none"  # "none", "bug" (before the loop), "export" (after training)
     wrapped_copy: bool = False  # the averaged copy is made after accelerate.prepare
+    # Where the update sits: "after-step" (next to the step, under its guard), "sync-inside"
+    # (accelerate: ``if sync_gradients:`` inside ``accumulate()``), "outside-guard" (on every
+    # micro-batch: EMA202), "before-step" (before the step of its iteration: EMA203).
+    order: str = "after-step"
+    # The averaged copy's mode at evaluation: "eval" (``.eval()`` before it), "built-eval"
+    # (no call: timm and ultralytics make their copy in eval mode), "missing" (EMA204).
+    mode: str = "eval"
+    # How the swap flavors evaluate: "flavor" (the flavor's own way), "swap" (torch-ema's
+    # store/copy_to/restore), "try" (the restore in ``finally``), "missing" (EMA205).
+    swap: str = "flavor"
+    # Where the average lives: "same" (the model's device), "documented" (an offload the
+    # API documents), "cpu" (a ``.cpu()`` or ``device="cpu"`` on the copy: EMA201).
+    device: str = "same"
     bugs: list[Bug] = field(default_factory=list)
 
     @property
@@ -244,7 +257,7 @@ _ATTRIBUTES = frozenset(
 NAME_POOLS = {
     "model": ("model", "net", "network", "backbone", "classifier", "unet"),
     "ema": ("ema", "model_ema", "ema_model", "averaged", "avg_model", "ema_net", "shadow"),
-    "optimizer": ("optimizer", "opt", "optim", "optimiser"),
+    "optimizer": ("optimizer", "opt", "optim", "optimiser", "sgd", "adamw", "solver"),
     "loader": ("loader", "train_loader", "dataloader", "train_dl"),
     "val_loader": ("val_loader", "eval_loader", "valid_dl"),
     "criterion": ("criterion", "loss_fn", "loss_func"),
@@ -263,10 +276,9 @@ NAME_POOLS = {
     "teacher": ("teacher", "teacher_model", "momentum_encoder", "mean_teacher"),
     "trainer": ("Trainer", "EmaTrainer", "ClassifierTrainer"),
 }
-# Names that carry no role: they may also be any identifier at all.
-# (Not the optimizer: the analysis recognises ``.step()`` calls of optimizers by the
-# receiver's name; see test_known_gaps.py.)
-_NEUTRAL = ("loader", "val_loader", "criterion", "train", "evaluate", "step", "epoch")
+# Names that carry no role: they may also be any identifier at all (the optimizer too: the
+# analysis knows it by where it was made, not by its name).
+_NEUTRAL = ("optimizer", "loader", "val_loader", "criterion", "train", "evaluate", "step", "epoch")
 # Words that give a variable a role in the averaging model (a teacher, a target network, an
 # averaged copy) or clash with the script's own names; random names avoid them.
 _LOADED = re.compile(
@@ -576,6 +588,7 @@ def _setup(w: _Writer, plan: Plan, cls: str, fn: str, value: str) -> None:
         w(f"{r('scheduler')} = {torch}.optim.lr_scheduler.ExponentialLR({opt}, gamma=0.99)")
     w(f"{r('criterion')} = {nn}.CrossEntropyLoss(label_smoothing=0.1)")
     w(f'device = "cuda" if {torch}.cuda.is_available() else "cpu"')
+    w(f"{model}.to(device)")
     if plan.loop == "amp":
         w(f"{r('scaler')} = {torch}.cuda.amp.GradScaler()")
     # The averaged copies are made of the bare model, before accelerate wraps it (timm's
@@ -606,12 +619,27 @@ def _setup(w: _Writer, plan: Plan, cls: str, fn: str, value: str) -> None:
 def _averaged_copy(w: _Writer, plan: Plan, cls: str, fn: str, value: str) -> None:
     f, r = plan.flavor, plan.ref
     _build_ema(w, plan, cls, fn, value)
+    ema = r("ema")
     if plan.cast == "bug":
         inner = f.inner.format(ema=r("ema"), model=r("model"))
         w(f.cast.format(inner=inner, ema=r("ema"), torch=plan.names["torch"]), tag="cast")
+    # After the cast, which may move the copy to ``device`` too.
+    if plan.device == "cpu" and f.key != "torch-averaged":
+        moved = f'{ema}.to("cpu")' if f.key in ("diffusers", "torch-ema") else f"{ema}.cpu()"
+        if f.key == "ultralytics":
+            moved = f"{ema}.ema.cpu()"
+        w(moved, tag="device")
+    elif plan.device == "documented" and f.key == "diffusers":
+        w(f'{ema}.to("cpu")')
+        w(f"{ema}.pin_memory()")
+    elif plan.device == "documented" and f.key == "ema-pytorch":
+        w(f'{ema}.to("cpu")')
 
 
 def _export(w: _Writer, plan: Plan) -> None:
+    if plan.device == "saved":
+        inner = plan.flavor.inner.format(ema=plan.ref("ema"), model=plan.ref("model"))
+        w(f'{plan.names["torch"]}.save({inner}.cpu().state_dict(), "ema.pt")')
     if plan.cast != "export":
         return
     inner = plan.flavor.inner.format(ema=plan.ref("ema"), model=plan.ref("model"))
@@ -669,14 +697,28 @@ def _import_api(w: _Writer, plan: Plan) -> tuple[str, str]:
     return f"{module_alias}.{f.name}", f"{module_alias}.{fn_name}"
 
 
+# APIs whose documentation offers a CPU copy as a memory trade-off (``device="cpu"``).
+_DEVICE_ARGUMENT = ("timm-v2", "timm-v3")
+
+
 def _build_ema(w: _Writer, plan: Plan, cls: str, fn: str, value: str) -> None:
     f, r = plan.flavor, plan.ref
     model, ema = r("model"), r("ema")
     argument = value if plan.placement == "inline" else f"{f.param}={value}"
-    built = f.build.format(cls=cls, fn=fn, model=model, value="{value}", extra=f.extra)
+    extra = f.extra
+    if plan.device == "documented" and f.key == "ema-pytorch":
+        extra += ", allow_different_devices=True"
+    built = f.build.format(cls=cls, fn=fn, model=model, value="{value}", extra=extra)
+    # A CPU copy is a bug for AveragedModel, a documented memory trade-off for timm.
+    if (plan.device == "cpu" and f.key == "torch-averaged") or (
+        plan.device == "documented" and f.key in _DEVICE_ARGUMENT
+    ):
+        built = built[:-1] + ', device="cpu")'
     if not plan.multiline:
         w(f"{ema} = " + built.format(value=argument), tag="value")
         w.tags.setdefault("model-argument", len(w.lines))
+        if 'device="cpu"' in built:
+            w.tags.setdefault("device", len(w.lines))
         return
     # One argument per line, black style.
     head, _, rest = built.partition("(")
@@ -685,6 +727,8 @@ def _build_ema(w: _Writer, plan: Plan, cls: str, fn: str, value: str) -> None:
         for number, arg in enumerate(_split_arguments(rest[:-1])):
             if "{value}" in arg:
                 w(arg.format(value=argument) + ",", tag="value")
+            elif arg.startswith("device="):
+                w(arg + ",", tag="device")
             else:
                 w(arg + ",", tag="model-argument" if number == 0 else None)
     w(")")
@@ -709,7 +753,8 @@ def _evaluate_function(w: _Writer, plan: Plan) -> None:
     n, torch = plan.names, plan.names["torch"]
     w(f"def {n['evaluate']}(model, loader):")
     with w.block():
-        w("model.eval()")
+        if plan.mode == "eval":
+            w("model.eval()")
         w("correct = total = 0")
         w(f"with {torch}.no_grad():")
         with w.block():
@@ -717,7 +762,8 @@ def _evaluate_function(w: _Writer, plan: Plan) -> None:
             with w.block():
                 w("correct += (model(x).argmax(dim=1) == y).sum().item()")
                 w("total += y.numel()")
-        w("model.train()")
+        if plan.mode == "eval":
+            w("model.train()")
         w("return correct / max(total, 1)")
 
 
@@ -727,11 +773,20 @@ def _validate(w: _Writer, plan: Plan) -> None:
     inner = f.inner.format(ema=ema, model=model)
     function = plan.validation == "function"
     check = f"accuracy = {n['evaluate']}({inner}, {val})" if function else None
-    if f.evaluate == "swap":
-        w(f"{ema}.store({model}.parameters())")
-        w(f"{ema}.copy_to({model}.parameters())")
-        _one_validation(w, plan, check, inner)
-        w(f"{ema}.restore({model}.parameters())")
+    if f.evaluate == "swap" or plan.swap != "flavor":
+        w(f"{ema}.store({model}.parameters())", tag="store")
+        w(f"{ema}.copy_to({model}.parameters())", tag="copy-to")
+        if plan.swap == "try":
+            w("try:")
+            with w.block():
+                _one_validation(w, plan, check, inner)
+            w("finally:")
+            with w.block():
+                w(f"{ema}.restore({model}.parameters())")
+        else:
+            _one_validation(w, plan, check, inner)
+            if plan.swap != "missing":
+                w(f"{ema}.restore({model}.parameters())")
     elif f.evaluate == "context":
         w(f"with {ema}.average_parameters():")
         with w.block():
@@ -743,16 +798,17 @@ def _validate(w: _Writer, plan: Plan) -> None:
 
 def _one_validation(w: _Writer, plan: Plan, check: str | None, inner: str) -> None:
     if check is not None:
-        w(check)
+        w(check, tag="evaluation")
         return
     torch, val = plan.names["torch"], plan.ref("val_loader")
-    w(f"{inner}.eval()")
+    if plan.mode == "eval":
+        w(f"{inner}.eval()")
     w("correct = total = 0")
     w(f"with {torch}.no_grad():")
     with w.block():
         w(f"for x, y in {val}:")
         with w.block():
-            w(f"correct += ({inner}(x).argmax(dim=1) == y).sum().item()")
+            w(f"correct += ({inner}(x).argmax(dim=1) == y).sum().item()", tag="evaluation")
             w("total += y.numel()")
     w("accuracy = correct / max(total, 1)")
 
@@ -796,7 +852,9 @@ def _loops(w: _Writer, plan: Plan) -> None:
 
 def _step(w: _Writer, plan: Plan, model: str, opt: str, crit: str, step: str, update: str) -> None:
     """One batch: forward, loss (and consistency with the teacher), backward, step, update."""
-    torch, teacher = plan.names["torch"], plan.teacher
+    torch, teacher, order = plan.names["torch"], plan.teacher, plan.order
+    if order == "before-step" and plan.loop in ("plain", "amp"):
+        w(update, tag="update")  # first thing in the iteration, before the step
     if plan.loop == "amp":
         w(f'with {torch}.autocast(device_type="cuda", dtype={torch}.float16):')
         with w.block():
@@ -827,9 +885,13 @@ def _step(w: _Writer, plan: Plan, model: str, opt: str, crit: str, step: str, up
         w(f"if ({step} + 1) % ACCUM == 0:")
         with w.block():
             w(f"{torch}.nn.utils.clip_grad_norm_({model}.parameters(), 1.0)")
+            if order == "before-step":
+                w(update, tag="update")
             w(f"{opt}.step()")
             w(f"{opt}.zero_grad()")
             _after_step(w, plan, update)
+        if order == "outside-guard":
+            w(update, tag="update")  # on every micro-batch
     else:
         accelerator = plan.ref("accelerator")
         w(f"with {accelerator}.accumulate({model}):")
@@ -837,13 +899,33 @@ def _step(w: _Writer, plan: Plan, model: str, opt: str, crit: str, step: str, up
             w(f"{accelerator}.backward(loss)")
             w(f"{opt}.step()")
             w(f"{opt}.zero_grad()")
-        w(f"if {accelerator}.sync_gradients:")
-        with w.block():
-            _after_step(w, plan, update)
+            if order == "outside-guard":
+                w(update, tag="update")  # on every micro-batch
+            elif order == "sync-inside":
+                w(f"if {accelerator}.sync_gradients:")
+                with w.block():
+                    _after_step(w, plan, update)
+        if order != "sync-inside" and (order == "after-step" or _companions(plan)):
+            w(f"if {accelerator}.sync_gradients:")
+            with w.block():
+                _after_step(w, plan, update)
+
+
+def _companions(plan: Plan) -> bool:
+    """Other averages updated next to the main one (a teacher, a DINO-style teacher)."""
+    return plan.teacher is not None or "dino-teacher" in plan.extras
 
 
 def _after_step(w: _Writer, plan: Plan, update: str) -> None:
-    w(update)
+    if plan.order in ("after-step", "sync-inside"):
+        if plan.device == "documented" and plan.flavor.key == "diffusers":
+            # diffusers' --offload_ema: pinned memory, asynchronous copies around the update.
+            ema = plan.ref("ema")
+            w(f"{ema}.to(device, non_blocking=True)")
+            w(update, tag="update")
+            w(f'{ema}.to("cpu", non_blocking=True)')
+        else:
+            w(update, tag="update")
     teacher = plan.teacher
     if teacher is not None:
         method = "update" if teacher.api == "timm" else "update_parameters"

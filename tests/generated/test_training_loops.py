@@ -26,20 +26,28 @@ SAFE = file_settings(unsafe=False)
 UNSAFE = file_settings(unsafe=True)
 
 
+# Slots whose bug is chosen before the plan (the plan must suit it: assume), so that their
+# rarer injectors (EMA104, EMA207) are drawn about as often as the others; the bug of any
+# other slot is chosen among those that suit the plan drawn, so no draw is rejected for it.
+_CHOSEN_FIRST = ("decay", "teacher", "cast", "wrap")
+
+
 @st.composite
 def scripts(draw) -> Script:
-    """A plan, then for each slot its clean variant or one of its bugs. The bug is chosen
-    first and the plan must suit it, so that every injector is drawn about as often."""
+    """A plan, then for each slot its clean variant or one of its bugs."""
     choices = {}
-    for slot in SLOTS:
+    for slot in _CHOSEN_FIRST:
         bugs = [i for i in INJECTORS if i.slot == slot]
         if draw(st.booleans(), label=f"{slot}: bug?"):
             choices[slot] = draw(st.sampled_from(bugs), label=f"{slot}: bug")
     plan = draw(plans())
     assume(all(injector.when(plan) for injector in choices.values()))
     for slot in SLOTS:
+        bugs = [i for i in INJECTORS if i.slot == slot and i.when(plan)]
         if slot in choices:
             choices[slot].apply(plan, draw)
+        elif slot not in _CHOSEN_FIRST and bugs and draw(st.booleans(), label=f"{slot}: bug?"):
+            draw(st.sampled_from(bugs), label=f"{slot}: bug").apply(plan, draw)
         else:
             cleans = [c for c in CLEAN if c.slot == slot and c.when(plan)]
             draw(st.sampled_from(cleans), label=f"{slot}: clean").apply(plan, draw)
@@ -50,7 +58,7 @@ def _numbered(source: str) -> str:
     return "\n".join(f"{i:4} {line}" for i, line in enumerate(source.splitlines(), start=1))
 
 
-@settings(max_examples=examples(1.0))
+@settings(max_examples=examples(0.7))
 @given(scripts())
 def test_generated_scripts_report_exactly_their_bugs_and_fix_them(script: Script) -> None:
     data = script.source.encode()
