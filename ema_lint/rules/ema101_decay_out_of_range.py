@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.apis import WEIGHT_TRIGGERS, Role, Side, semantics_table
-from ..analysis.averaging import Use
+from ..analysis.apis import Role, Side, semantics_table
+from ..analysis.averaging import UPDATE_TRIGGER_GROUPS, UPDATE_TRIGGERS, Use
 from ..analysis.decays import DecaySetting, DecaySettings, describe_interval, describe_value
 from ..analysis.horizon import describe_decay, float_literal, format_number
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
@@ -91,7 +91,8 @@ class DecayOutOfRange(Rule):
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.UNSAFE
     fix_scope = FixScope.VALUE  # the literal may be where a constant is defined
-    triggers = WEIGHT_TRIGGERS
+    triggers = UPDATE_TRIGGERS  # the APIs, and hand-written updates of averaged copies
+    trigger_groups = UPDATE_TRIGGER_GROUPS
     requires = (DecaySettings,)
     options = (
         Option("min", float, 0.999, "Lowest per-step decay accepted for an evaluation EMA."),
@@ -169,6 +170,14 @@ class DecayOutOfRange(Rule):
         target = setting.value.origin
         if not isinstance(target, (cst.Float, cst.Integer)):
             return None
+        partner = setting.partner
+        if not setting.editable and (
+            partner is None
+            or not isinstance(partner[0], (cst.Float, cst.Integer))
+            or target is not setting.expr
+            or setting.interval != 1
+        ):
+            return None  # the other coefficient is not a literal next to it: it would go stale
         step = setting.step_decay
         assert step is not None
         bound = low if step < low else high
@@ -180,8 +189,12 @@ class DecayOutOfRange(Rule):
             decay = written if side is Side.OLD else 1.0 - written
             if 0.0 < decay < 1.0 and low <= decay ** (1.0 / k) <= high:
                 text = float_literal(written)
-                return Fix.unsafe(
-                    f"Set the {setting.weight.param} to {text}",
-                    Edit.replace(target, cst.Float(text)),
-                )
+                edits = [Edit.replace(target, cst.Float(text))]
+                if partner is not None and not setting.editable:
+                    # ``0.9 * e + 0.1 * p``: both literals, kept summing to one.
+                    other = per_update if partner[1] is Side.OLD else 1.0 - per_update
+                    edits.append(
+                        Edit.replace(partner[0], cst.Float(float_literal(round(other, digits))))
+                    )
+                return Fix.unsafe(f"Set the {setting.weight.param} to {text}", *edits)
         return None

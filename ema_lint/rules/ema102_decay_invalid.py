@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..analysis.apis import WEIGHT_TRIGGERS, Side, semantics_table
-from ..analysis.averaging import Use
+from ..analysis.apis import Side, semantics_table
+from ..analysis.averaging import UPDATE_TRIGGER_GROUPS, UPDATE_TRIGGERS, Use
 from ..analysis.decays import DecaySetting, DecaySettings, describe_value
 from ..analysis.horizon import format_number
 from ..diagnostics import FixAvailability
@@ -56,7 +56,8 @@ class DecayInvalid(Rule):
     name = "ema-decay-invalid"
     summary = "EMA decay that cannot be meant (outside [0, 1], exactly 1, or below 0.5)"
     fix_availability = FixAvailability.NONE
-    triggers = WEIGHT_TRIGGERS
+    triggers = UPDATE_TRIGGERS  # the APIs, and hand-written updates of averaged copies
+    trigger_groups = UPDATE_TRIGGER_GROUPS
     requires = (DecaySettings,)
 
     @classmethod
@@ -88,6 +89,8 @@ class DecayInvalid(Rule):
         if setting.use not in (Use.EVAL, Use.TEACHER):
             return None
         decay = given if side is Side.OLD else 1.0 - given
+        if setting.hand_made and not 0.5 <= decay <= 1.0:
+            return None  # the weights of a hand-written update swapped: EMA302
         if decay == 1.0:
             return "never moves from the weights it starts with: the average is frozen"
         if decay == 0.0:
