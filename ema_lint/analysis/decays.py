@@ -316,7 +316,11 @@ class DecaySettings:
         # ``lerp_(p, w)``; in the update's own statement (not the ``mul_`` before it).
         old_leaf, old_side = _carrier(old, Side.OLD)
         new_leaf, new_side = _carrier(new, Side.NEW)
-        same = _code(old_leaf) == _code(new_leaf)
+        # One value spelled once (``d`` and ``1 - d``): editing it keeps the pair summing to
+        # one; two literals (``0.9`` and ``1 - 0.9``) must be edited together.
+        same = old_leaf is new_leaf or (
+            _code(old_leaf) == _code(new_leaf) and not _is_number(old_leaf)
+        )
         if self.ctx.index.contains(update.node, old_leaf):
             leaf, side = old_leaf, old_side
         elif self.ctx.index.contains(update.node, new_leaf):
@@ -464,3 +468,9 @@ def _code(node: cst.CSTNode) -> str:
     if isinstance(node, cst.BaseExpression):
         node = node.with_changes(lpar=(), rpar=())
     return cst.Module([]).code_for_node(node)
+
+
+def _is_number(node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.UnaryOperation):
+        node = node.expression
+    return isinstance(node, (cst.Integer, cst.Float))
