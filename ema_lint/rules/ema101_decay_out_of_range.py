@@ -34,7 +34,13 @@ class DecayOutOfRange(Rule):
       and by their output feeding a loss that is backpropagated) are judged against their
       own range, 0.99 to 0.9999 by default; RL target networks and EMAs of things that
       are not weights (``optax.ema`` of gradients, loss averages) are never judged, nor is
-      a decay that the code reassigns after construction (a schedule).
+      a decay that the code reassigns after construction (a schedule);
+    - **in hand-written updates** of an averaged copy (``deepcopy(model)`` named or updated
+      as an average): ``e.mul_(d).add_(p, alpha=1 - d)``, ``e.lerp_(p, w)`` (a decay of
+      ``1 - w``), ``e.copy_(d * e + (1 - d) * p)``, ``.data =`` and ``torch._foreach_*``
+      forms, when the two coefficients resolve and sum to one; the ``% k`` guards around
+      the update and around the calls of the function holding it are folded in. Adam-style
+      moments, loss averages and ``tau``/``polyak`` target networks are not judged.
 
     ## Why it hurts training
     The decay sets how many updates the average spans: about ``1 / (1 - decay)``. At 0.99 the
@@ -80,7 +86,10 @@ class DecayOutOfRange(Rule):
     Unsafe (applied with `--unsafe-fixes`): the value is replaced by the nearest bound of
     the range, written in the argument's own semantics and per update (so an interval is
     taken into account), where the value is a literal (at the call, or where the constant,
-    argparse default or field that holds it is defined). It changes the training dynamics
+    argparse default or field that holds it is defined; in a hand-written update, the
+    weight on the live tensor, as in ``lerp_(p, 0.1)``, is written as ``1 - bound``, and the
+    two literals of ``0.9 * e + 0.1 * p`` are changed together; a pair spelled with two
+    different names gets no fix). It changes the training dynamics
     of the average, so review it: for short fine-tunes a lower decay can be right; set the
     range in the configuration instead.
     """

@@ -26,7 +26,9 @@ class DecayInvalid(Rule):
     EMA103's finding, not this one. RL target networks are only checked for values outside
     [0, 1]: a ``tau`` of 1 is a hard copy, a legitimate idiom. Values are followed through
     constants, argparse defaults, dataclass fields and config dicts; a weight the code
-    reassigns after construction (a schedule) is not judged.
+    reassigns after construction (a schedule) is not judged. Hand-written updates of an
+    averaged copy are judged too (``e.mul_(d).add_(p, alpha=1 - d)`` with ``d`` of 1 or
+    1.5); their coefficients below 0.5 are EMA302's finding (swapped).
 
     ## Why it hurts training
     With a decay of 1 the averaged model is the initial (often random) model for the whole

@@ -5,8 +5,9 @@ An :class:`Injector` says, for one rule code:
 - ``slot``: the part of the :class:`~tests.generated.handmade_scripts.HandPlan` it
   controls: ``update`` (the arithmetic of the update: EMA301, EMA302), ``grad`` (the grad
   mode it runs in: EMA303), ``buffers`` (whether the BatchNorm buffers are kept current:
-  EMA304), ``decay`` (the value of the decay: EMA101, EMA102). A slot holds at most one bug; a slot without one keeps the plan's correct code
-  (every form of the update, every grad mode, every way of handling the buffers);
+  EMA304), ``decay`` (the value of the decay: EMA101, EMA102). A slot holds at most one
+  bug; a slot without one keeps the plan's correct code (every form of the update, every
+  grad mode, every way of handling the buffers, a decay in range);
 - ``forms``: the forms of the update it can be injected into, and ``excludes``: the codes
   it cannot share a script with;
 - ``inject``: how it edits the plan, and ``tag``, the rendered line the finding must be
@@ -191,7 +192,6 @@ INJECTORS: tuple[Injector, ...] = (
         inject=_stale_buffers,
     ),
 )
-
 
 
 def _decay(*values: str) -> Callable[[HandPlan, Callable], None]:
