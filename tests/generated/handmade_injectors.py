@@ -243,4 +243,4 @@ INJECTORS += (
     ),
 )
 
-SLOTS = ("update", "grad", "buffers", "decay")
+SLOTS = ("decay", "update", "grad", "buffers")
