@@ -8,6 +8,13 @@ ceiling, the update interval that stretches it, and the averaging object it conf
 
 Horizons are in optimizer steps: an object that averages every k-th step with decay D has
 per-step decay D^(1/k) and a horizon of about k / (1 - D) steps.
+
+Hand-written updates of an averaging object (``e.mul_(d).add_(p, alpha=1 - d)``,
+``e.lerp_(p, w)``, ``e.copy_(d * e + (1 - d) * p)``, the ``.data =`` and ``_foreach``
+forms, recognised by ``InPlaceUpdates``) are settings too, with a virtual call to a
+"hand-made update": their decay is read from the update's coefficients, but only when the
+update is unambiguous (its two coefficients resolve and sum to one), so that the value
+rules judge them like an API's argument.
 """
 
 from __future__ import annotations
@@ -22,7 +29,17 @@ from .apis import NOT_NONE, REQUIRED, ApiSpec, BoundCall, Ramp, Role, Side, Weig
 from .averaging import AveragingObject, AveragingObjects, Use
 from .context import FileContext
 from .run_length import RunLength, RunLengths
+from .updates import Coefficient, InPlaceUpdate, InPlaceUpdates
 from .values import Value, ValueResolver
+
+# The virtual API of a hand-written update: its weight is read from the update itself.
+HAND_MADE = ApiSpec("hand-made EMA update", Role.EMA_MODEL)
+_HAND_DECAY = Weight("decay", Side.OLD)
+_HAND_WEIGHT = Weight("weight", Side.NEW)  # the weight on the live tensor (``lerp_``'s)
+# Words in a coefficient's name that say what the average is for, when the object's own
+# names do not: an RL target network's rate, a teacher's momentum.
+_TARGET_WORDS = ("tau", "polyak")
+_TEACHER_WORDS = ("teacher", "momentum_schedule")
 
 
 @dataclass(eq=False)
@@ -47,6 +64,18 @@ class DecaySetting:
     # every call, which matters for its warmup).
     spec_interval: int = 1
     resolver: ValueResolver | None = field(default=None, repr=False)
+    # The hand-written update the setting is read from (None for an API's argument).
+    update: InPlaceUpdate | None = None
+    # Whether editing the value where it is written keeps the update consistent (both of a
+    # hand-written update's coefficients spell the same value); always True for APIs.
+    editable: bool = True
+    # When the two coefficients of a hand-written update are spelled apart (``0.9 * e +
+    # 0.1 * p``): the other one, and the side it weighs. A fix must change both.
+    partner: tuple[cst.BaseExpression, Side] | None = None
+
+    @property
+    def hand_made(self) -> bool:
+        return self.update is not None
 
     @property
     def is_default(self) -> bool:
@@ -108,6 +137,7 @@ class DecaySettings:
             if setting is not None:
                 self.settings.append(setting)
                 self._by_bound[id(bound.call)] = setting
+        self.settings.extend(self._hand_made_settings())
 
     @classmethod
     def build(cls, ctx: FileContext) -> DecaySettings:
@@ -121,6 +151,10 @@ class DecaySettings:
         lengths = self.ctx.get(RunLengths)
         obj = setting.obj
         updates = list(obj.updates) if obj is not None else []
+        if setting.update is not None:
+            # Counted from the loop around the update's loop over tensors, not from it.
+            update = setting.update
+            updates = [update.loop if update.loop is not None else update.node]
         creation = obj.creation if obj is not None else setting.bound.call
         return lengths.for_updates(updates, creation)
 
@@ -247,6 +281,137 @@ class DecaySettings:
                     return True
         return False
 
+    # Hand-written updates ----------------------------------------------------------------------
+    def _hand_made_settings(self) -> list[DecaySetting]:
+        objects = self.ctx.get(AveragingObjects)
+        hand = [o for o in objects.objects if o.hand_made and o.inplace]
+        if not hand:
+            return []
+        updates = self.ctx.get(InPlaceUpdates)
+        found: list[DecaySetting] = []
+        for obj in hand:
+            for update in obj.inplace:
+                if update.away or updates.discarded(update) is not None:
+                    continue  # a sign slip or a result thrown away: EMA302's and EMA301's
+                if not objects.averages_weights(update):
+                    continue
+                setting = self._hand_setting(update, obj)
+                if setting is not None:
+                    found.append(setting)
+        found.sort(key=lambda s: self.ctx.index.order[id(s.bound.call)])
+        return found
+
+    def _hand_setting(self, update: InPlaceUpdate, obj: AveragingObject) -> DecaySetting | None:
+        """The decay of one hand-written update, when its coefficients say it unambiguously."""
+        old, new = update.old_weight, update.new_weight
+        if old is None or new is None:
+            return None
+        old_value = self._coefficient(old)
+        new_value = self._coefficient(new)
+        if old_value is None or new_value is None:
+            return None
+        if not math.isclose(old_value + new_value, 1.0, rel_tol=0, abs_tol=1e-9):
+            return None  # not a convex combination: EMA302 judges the pair
+        # The expression that carries the value: ``d`` in ``mul_(d)`` / ``1 - d``, ``w`` in
+        # ``lerp_(p, w)``; in the update's own statement (not the ``mul_`` before it).
+        old_leaf, old_side = _carrier(old, Side.OLD)
+        new_leaf, new_side = _carrier(new, Side.NEW)
+        # One value spelled once (``d`` and ``1 - d``): editing it keeps the pair summing to
+        # one; two literals (``0.9`` and ``1 - 0.9``) must be edited together.
+        same = old_leaf is new_leaf or (
+            _code(old_leaf) == _code(new_leaf) and not _is_number(old_leaf)
+        )
+        if self.ctx.index.contains(update.node, old_leaf):
+            leaf, side = old_leaf, old_side
+        elif self.ctx.index.contains(update.node, new_leaf):
+            leaf, side = new_leaf, new_side
+        else:
+            return None
+        value = self.resolver.resolve(leaf)
+        given = value.number if value is not None else None
+        if value is None or given is None:
+            return None
+        decay = given if side is Side.OLD else 1.0 - given
+        if not math.isclose(decay, old_value, rel_tol=0, abs_tol=1e-9):
+            return None
+        use = self._hand_use(obj, _code(leaf))
+        interval = self._hand_interval(update)
+        if interval is None:
+            return None  # updated under guards that differ between its callers: unsure
+        bound = BoundCall(HAND_MADE, update.node, HAND_MADE.qualname, virtual=True)
+        return DecaySetting(
+            bound,
+            HAND_MADE,
+            _HAND_DECAY if side is Side.OLD else _HAND_WEIGHT,
+            leaf,
+            value,
+            given,
+            decay,
+            None,
+            False,
+            interval,
+            None,
+            interval > 1,
+            obj,
+            use,
+            1,
+            self.resolver,
+            update=update,
+            editable=same,
+            partner=None
+            if same
+            else ((new_leaf, new_side) if leaf is old_leaf else (old_leaf, old_side)),
+        )
+
+    def _coefficient(self, coefficient: Coefficient) -> float | None:
+        number = self.resolver.number(coefficient.expr)
+        if number is None:
+            return None
+        return 1.0 - number if coefficient.complement else number
+
+    @staticmethod
+    def _hand_use(obj: AveragingObject, coefficient: str) -> Use:
+        """The object's use, unless the coefficient's name says it is a target network's
+        rate (``tau``, ``polyak``) or a teacher's momentum."""
+        if obj.use is not Use.EVAL:
+            return obj.use
+        text = coefficient.lower()
+        if any(word in text for word in _TARGET_WORDS):
+            return Use.TARGET
+        if any(word in text for word in _TEACHER_WORDS):
+            return Use.TEACHER
+        return obj.use
+
+    def _hand_interval(self, update: InPlaceUpdate) -> int | None:
+        """The number of optimizer steps between two runs of the update: the ``% k == 0``
+        guards around it and, for an update in a function, around every call of it (one
+        level up); guards that also hold the optimizer step (accumulation) do not count.
+        None when the callers disagree."""
+        from .loops import TrainingLoops
+
+        lengths = self.ctx.get(RunLengths)
+        loops = self.ctx.get(TrainingLoops)
+
+        def guard(node: cst.CSTNode) -> int:
+            k, inner = lengths.guard_interval(node)
+            if k <= 1 or inner is None:
+                return 1
+            for call in self.ctx.index.descendants(inner, cst.Call):
+                if isinstance(call, cst.Call) and loops.steps(call):
+                    return 1
+            return k
+
+        node = update.loop if update.loop is not None else update.node
+        own = guard(node)
+        function = self.ctx.index.enclosing(node, cst.FunctionDef)
+        if not isinstance(function, cst.FunctionDef):
+            return own
+        callers = self.resolver.callers(function)
+        outer = {guard(call) for call in callers}
+        if len(outer) > 1:
+            return None
+        return own * (outer.pop() if outer else 1)
+
 
 def describe_value(setting: DecaySetting) -> str:
     """'EMA decay 0.99 (from EMA_DECAY)' / 'EMA momentum 0.9999 (a decay of 0.0001)'."""
@@ -280,3 +445,32 @@ def describe_interval(setting: DecaySetting) -> str:
         f" updated every {setting.interval} steps (a per-step decay of "
         f"{format_number(round(setting.step_decay, 8))})"
     )
+
+
+def _carrier(coefficient: Coefficient, side: Side) -> tuple[cst.BaseExpression, Side]:
+    """The expression that spells a coefficient's value, and the side it weighs:
+    ``1 - d`` on the live tensor is ``d`` on the old average."""
+    expr = coefficient.expr
+    if coefficient.complement:
+        side = Side.NEW if side is Side.OLD else Side.OLD
+    while (
+        isinstance(expr, cst.BinaryOperation)
+        and isinstance(expr.operator, cst.Subtract)
+        and isinstance(expr.left, (cst.Integer, cst.Float))
+        and float(expr.left.value) == 1.0
+    ):
+        expr = expr.right
+        side = Side.NEW if side is Side.OLD else Side.OLD
+    return expr, side
+
+
+def _code(node: cst.CSTNode) -> str:
+    if isinstance(node, cst.BaseExpression):
+        node = node.with_changes(lpar=(), rpar=())
+    return cst.Module([]).code_for_node(node)
+
+
+def _is_number(node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.UnaryOperation):
+        node = node.expression
+    return isinstance(node, (cst.Integer, cst.Float))

@@ -252,7 +252,7 @@ class InPlaceUpdates:
         root = node
         methods = [m for m, _ in ops]
         if methods == ["mul_", "add_"]:
-            source, new = _added(ops[1][1])
+            source, new = self._added(ops[1][1])
             if source is None:
                 return None
             old = Coefficient(ops[0][1].args[0].value) if ops[0][1].args else None
@@ -261,7 +261,7 @@ class InPlaceUpdates:
             previous = self._previous_mul(call, root)
             if previous is None:
                 return self._difference(call, root, 1, "add")
-            source, new = _added(call)
+            source, new = self._added(call)
             if source is None:
                 return None
             mul, weight = previous
@@ -283,6 +283,22 @@ class InPlaceUpdates:
         if methods == ["sub_"] and call.args:
             return self._difference(call, root, -1, "sub")
         return None
+
+    def _added(self, call: cst.Call) -> tuple[cst.BaseExpression | None, Coefficient | None]:
+        """What ``add_`` adds; a lone short name (``add_(w)``) that reads like a weight is the
+        tensor when a ``for`` around the call binds it (``for e, w in zip(...)``)."""
+        source, new = _added(call)
+        if source is not None:
+            return source, new
+        positional = [a.value for a in call.args if a.keyword is None and not a.star]
+        if len(call.args) == 1 and len(positional) == 1:
+            name = strip_tensor(positional[0])
+            if isinstance(name, cst.Name) and any(
+                isinstance(loop, cst.For) and name.value in _for_targets(loop)
+                for loop in self.index.ancestors(call)
+            ):
+                return positional[0], Coefficient(_ONE)
+        return None, None
 
     def _previous_statement(self, node: cst.CSTNode) -> cst.BaseSmallStatement | None:
         """The single small statement just before the statement holding ``node``."""

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.apis import WEIGHT_TRIGGERS, Role, Side, semantics_table
-from ..analysis.averaging import Use
+from ..analysis.apis import Role, Side, semantics_table
+from ..analysis.averaging import UPDATE_TRIGGER_GROUPS, UPDATE_TRIGGERS, Use
 from ..analysis.decays import DecaySetting, DecaySettings, describe_interval, describe_value
 from ..analysis.horizon import describe_decay, float_literal, format_number
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
@@ -34,7 +34,13 @@ class DecayOutOfRange(Rule):
       and by their output feeding a loss that is backpropagated) are judged against their
       own range, 0.99 to 0.9999 by default; RL target networks and EMAs of things that
       are not weights (``optax.ema`` of gradients, loss averages) are never judged, nor is
-      a decay that the code reassigns after construction (a schedule).
+      a decay that the code reassigns after construction (a schedule);
+    - **in hand-written updates** of an averaged copy (``deepcopy(model)`` named or updated
+      as an average): ``e.mul_(d).add_(p, alpha=1 - d)``, ``e.lerp_(p, w)`` (a decay of
+      ``1 - w``), ``e.copy_(d * e + (1 - d) * p)``, ``.data =`` and ``torch._foreach_*``
+      forms, when the two coefficients resolve and sum to one; the ``% k`` guards around
+      the update and around the calls of the function holding it are folded in. Adam-style
+      moments, loss averages and ``tau``/``polyak`` target networks are not judged.
 
     ## Why it hurts training
     The decay sets how many updates the average spans: about ``1 / (1 - decay)``. At 0.99 the
@@ -80,7 +86,10 @@ class DecayOutOfRange(Rule):
     Unsafe (applied with `--unsafe-fixes`): the value is replaced by the nearest bound of
     the range, written in the argument's own semantics and per update (so an interval is
     taken into account), where the value is a literal (at the call, or where the constant,
-    argparse default or field that holds it is defined). It changes the training dynamics
+    argparse default or field that holds it is defined; in a hand-written update, the
+    weight on the live tensor, as in ``lerp_(p, 0.1)``, is written as ``1 - bound``, and the
+    two literals of ``0.9 * e + 0.1 * p`` are changed together; a pair spelled with two
+    different names gets no fix). It changes the training dynamics
     of the average, so review it: for short fine-tunes a lower decay can be right; set the
     range in the configuration instead.
     """
@@ -91,7 +100,8 @@ class DecayOutOfRange(Rule):
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.UNSAFE
     fix_scope = FixScope.VALUE  # the literal may be where a constant is defined
-    triggers = WEIGHT_TRIGGERS
+    triggers = UPDATE_TRIGGERS  # the APIs, and hand-written updates of averaged copies
+    trigger_groups = UPDATE_TRIGGER_GROUPS
     requires = (DecaySettings,)
     options = (
         Option("min", float, 0.999, "Lowest per-step decay accepted for an evaluation EMA."),
@@ -169,6 +179,14 @@ class DecayOutOfRange(Rule):
         target = setting.value.origin
         if not isinstance(target, (cst.Float, cst.Integer)):
             return None
+        partner = setting.partner
+        if not setting.editable and (
+            partner is None
+            or not isinstance(partner[0], (cst.Float, cst.Integer))
+            or target is not setting.expr
+            or setting.interval != 1
+        ):
+            return None  # the other coefficient is not a literal next to it: it would go stale
         step = setting.step_decay
         assert step is not None
         bound = low if step < low else high
@@ -180,8 +198,12 @@ class DecayOutOfRange(Rule):
             decay = written if side is Side.OLD else 1.0 - written
             if 0.0 < decay < 1.0 and low <= decay ** (1.0 / k) <= high:
                 text = float_literal(written)
-                return Fix.unsafe(
-                    f"Set the {setting.weight.param} to {text}",
-                    Edit.replace(target, cst.Float(text)),
-                )
+                edits = [Edit.replace(target, cst.Float(text))]
+                if partner is not None and not setting.editable:
+                    # ``0.9 * e + 0.1 * p``: both literals, kept summing to one.
+                    other = per_update if partner[1] is Side.OLD else 1.0 - per_update
+                    edits.append(
+                        Edit.replace(partner[0], cst.Float(float_literal(round(other, digits))))
+                    )
+                return Fix.unsafe(f"Set the {setting.weight.param} to {text}", *edits)
         return None

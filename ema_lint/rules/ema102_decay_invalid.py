@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..analysis.apis import WEIGHT_TRIGGERS, Side, semantics_table
-from ..analysis.averaging import Use
+from ..analysis.apis import Side, semantics_table
+from ..analysis.averaging import UPDATE_TRIGGER_GROUPS, UPDATE_TRIGGERS, Use
 from ..analysis.decays import DecaySetting, DecaySettings, describe_value
 from ..analysis.horizon import format_number
 from ..diagnostics import FixAvailability
@@ -26,7 +26,9 @@ class DecayInvalid(Rule):
     EMA103's finding, not this one. RL target networks are only checked for values outside
     [0, 1]: a ``tau`` of 1 is a hard copy, a legitimate idiom. Values are followed through
     constants, argparse defaults, dataclass fields and config dicts; a weight the code
-    reassigns after construction (a schedule) is not judged.
+    reassigns after construction (a schedule) is not judged. Hand-written updates of an
+    averaged copy are judged too (``e.mul_(d).add_(p, alpha=1 - d)`` with ``d`` of 1 or
+    1.5); their coefficients below 0.5 are EMA302's finding (swapped).
 
     ## Why it hurts training
     With a decay of 1 the averaged model is the initial (often random) model for the whole
@@ -56,7 +58,8 @@ class DecayInvalid(Rule):
     name = "ema-decay-invalid"
     summary = "EMA decay that cannot be meant (outside [0, 1], exactly 1, or below 0.5)"
     fix_availability = FixAvailability.NONE
-    triggers = WEIGHT_TRIGGERS
+    triggers = UPDATE_TRIGGERS  # the APIs, and hand-written updates of averaged copies
+    trigger_groups = UPDATE_TRIGGER_GROUPS
     requires = (DecaySettings,)
 
     @classmethod
@@ -88,6 +91,8 @@ class DecayInvalid(Rule):
         if setting.use not in (Use.EVAL, Use.TEACHER):
             return None
         decay = given if side is Side.OLD else 1.0 - given
+        if setting.hand_made and not 0.5 <= decay <= 1.0:
+            return None  # the weights of a hand-written update swapped: EMA302
         if decay == 1.0:
             return "never moves from the weights it starts with: the average is frozen"
         if decay == 0.0:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from ..analysis.apis import WEIGHT_TRIGGERS, semantics_table
-from ..analysis.averaging import Use
+from ..analysis.apis import semantics_table
+from ..analysis.averaging import UPDATE_TRIGGER_GROUPS, UPDATE_TRIGGERS, Use
 from ..analysis.decays import DecaySettings, describe_interval, describe_value
 from ..analysis.horizon import format_count, half_life, horizon
 from ..diagnostics import FixAvailability
@@ -85,7 +85,8 @@ class HorizonExceedsTraining(Rule):
     name = "ema-horizon-exceeds-training"
     summary = "EMA horizon is a large part of the whole training run"
     fix_availability = FixAvailability.NONE
-    triggers = WEIGHT_TRIGGERS
+    triggers = UPDATE_TRIGGERS  # the APIs, and hand-written updates of averaged copies
+    trigger_groups = UPDATE_TRIGGER_GROUPS
     requires = (DecaySettings,)
     options = (
         Option(

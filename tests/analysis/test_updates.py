@@ -269,3 +269,13 @@ def test_not_averaging_difference_and_optimizer_forms() -> None:
     )
     [update] = ctx.get(InPlaceUpdates).updates
     assert code(update.shadow) == "buf" and update.shadow_container is None
+
+
+@pytest.mark.parametrize("statement", ["e.mul_(d).add_(w)", "e.mul_(d)\n    e.add_(w)"])
+def test_a_short_loop_variable_added_whole_is_the_tensor(statement: str) -> None:
+    """``for e, w in zip(...)``: ``add_(w)`` adds the live tensor (alpha 1), not a weight."""
+    source = f"for e, w in zip(ema.parameters(), model.parameters()):\n    {statement}\n"
+    [update] = context(source).get(InPlaceUpdates).updates
+    assert code(update.source) == "w" and weight(update.new_weight) == "1"
+    outside = context("w = 0.5\ne.mul_(d).add_(w)\n").get(InPlaceUpdates).updates
+    assert outside == []

@@ -5,8 +5,9 @@ An :class:`Injector` says, for one rule code:
 - ``slot``: the part of the :class:`~tests.generated.handmade_scripts.HandPlan` it
   controls: ``update`` (the arithmetic of the update: EMA301, EMA302), ``grad`` (the grad
   mode it runs in: EMA303), ``buffers`` (whether the BatchNorm buffers are kept current:
-  EMA304). A slot holds at most one bug; a slot without one keeps the plan's correct code
-  (every form of the update, every grad mode, every way of handling the buffers);
+  EMA304), ``decay`` (the value of the decay: EMA101, EMA102). A slot holds at most one
+  bug; a slot without one keeps the plan's correct code (every form of the update, every
+  grad mode, every way of handling the buffers, a decay in range);
 - ``forms``: the forms of the update it can be injected into, and ``excludes``: the codes
   it cannot share a script with;
 - ``inject``: how it edits the plan, and ``tag``, the rendered line the finding must be
@@ -18,8 +19,9 @@ Interactions kept out, so that the expected findings stay exact before and after
 - EMA301 only where the update runs under ``no_grad`` and the buffers are handled: the
   rebound name is a discarded update, which EMA303 and EMA304 do not judge, and its fix
   (``copy_``/``lerp_``) would make them report it;
-- EMA101/EMA102 do not judge the decay of a hand-made update (only the averaging APIs'
-  arguments), so none is injected here: the decays are in range anyway.
+- EMA101/EMA102 (slot ``decay``: the value of the plan's decay, wherever the plan writes
+  it) do not share a script with EMA301 or EMA302: a rebound or swapped update is not judged
+  for its decay, and their fixes would make it judged.
 """
 
 from __future__ import annotations
@@ -191,4 +193,54 @@ INJECTORS: tuple[Injector, ...] = (
     ),
 )
 
-SLOTS = ("update", "grad", "buffers")
+
+def _decay(*values: str) -> Callable[[HandPlan, Callable], None]:
+    """Set the plan's decay (a constant, an argparse default, a helper's default, or the
+    literal at the update or its call) to one of ``values``."""
+
+    def inject(plan: HandPlan, draw: Callable) -> None:
+        plan.decay = draw(st.sampled_from(values))
+
+    return inject
+
+
+_NOT_JUDGED = frozenset({"EMA301", "EMA302"})
+
+INJECTORS += (
+    Injector(
+        "EMA101",
+        "decay-too-low",
+        "decay",
+        "update",
+        "unsafe",
+        forms=frozenset(FORMS),
+        excludes=_NOT_JUDGED,
+        inject=_decay("0.9", "0.95", "0.99", "0.995"),
+        notes="an average over 10 to 200 updates; the fix writes the lower bound where the "
+        "value is written (both literals of a literal pair)",
+    ),
+    Injector(
+        "EMA101",
+        "decay-too-high",
+        "decay",
+        "update",
+        "unsafe",
+        forms=frozenset(FORMS),
+        excludes=_NOT_JUDGED,
+        inject=_decay("0.99999", "0.999995"),
+        notes="the run length is unknown (EPOCHS x len(loader)), so the upper bound applies",
+    ),
+    Injector(
+        "EMA102",
+        "decay-invalid",
+        "decay",
+        "update",
+        None,
+        forms=frozenset(FORMS),
+        excludes=_NOT_JUDGED,
+        inject=_decay("1.0", "1", "1.5"),
+        notes="a frozen average (1) or one outside [0, 1]: no fix can tell the intent",
+    ),
+)
+
+SLOTS = ("decay", "update", "grad", "buffers")

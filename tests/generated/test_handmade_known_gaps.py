@@ -1,14 +1,12 @@
-"""Hand-made EMA shapes the generated scripts answer wrongly, kept out of the generator.
+"""Hand-made EMA shapes the generated scripts once answered wrongly, in their smallest form.
 
-Each test is a strict ``xfail``: it documents the wrong answer in the smallest script that
-shows it, and it turns into a failure (an unexpected pass) the day the analysis is fixed,
-so the shape can then go into ``handmade_scripts.py`` (an EMA101/EMA102 injector on the
-hand-made decay).
+A shape the analysis gets wrong is kept here as a strict ``xfail`` (it turns into a failure
+the day the analysis is fixed, and then goes into ``handmade_scripts.py``). The decay of a
+hand-made update was one: EMA101/EMA102 now judge it (``analysis/decays.py``), and the
+generated scripts inject it (``handmade_injectors.py``); these tests keep the smallest case.
 """
 
 from __future__ import annotations
-
-import pytest
 
 from ema_lint import engine
 from tests.properties.invariants import file_settings
@@ -41,19 +39,9 @@ def test_a_hand_made_update_with_a_decay_in_range_is_silent() -> None:
     assert _codes(HAND_MADE.format(decay="0.9998")) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="EMA101 reads the decays of averaging APIs only (analysis/decays.py): the decay "
-    "of a hand-made update of a deepcopy, here 0.9 (about 10 updates), is not judged",
-)
 def test_a_hand_made_decay_too_low_is_reported() -> None:
     assert _codes(HAND_MADE.format(decay="0.9")) == ["EMA101"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="EMA102 reads the decays of averaging APIs only (analysis/decays.py): a hand-made "
-    "update with a decay of 1.5 (outside [0, 1], the average diverges) is not judged",
-)
 def test_a_hand_made_decay_outside_zero_one_is_reported() -> None:
     assert _codes(HAND_MADE.format(decay="1.5")) == ["EMA102"]
