@@ -143,7 +143,7 @@ class SwaMissingUpdateBn(Rule):
         if site is not None and site.outer is not None:
             fix, loader_code = self._fix(swa, model, site)
             loader = loader_code or loader
-            header = self.ctx.code(site.outer).strip().split("\n", 1)[0]
+            header = self.ctx.code(site.outer).strip().splitlines()[0]
             where = f" after `{header}`"
         self.report(
             model.obj.creation,

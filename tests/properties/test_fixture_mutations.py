@@ -9,6 +9,7 @@ invariants of ``invariants.check`` hold for every one of them.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -89,3 +90,13 @@ def test_content_mutations_keep_the_invariants(data: st.DataObject, case, unsafe
         source = LAYOUTS[layout](source)
     assume(source != b"")
     check(source, settings_for(case.path, unsafe=unsafe), str(case.path))
+
+
+@pytest.mark.parametrize("newline", [b"\r\n", b"\r"], ids=["crlf", "cr"])
+def test_every_fixture_says_the_same_with_other_line_endings(newline: bytes) -> None:
+    # The sampled test above draws a few fixtures; a message that quotes source code (a
+    # loop's header) must not carry a line ending in any of them.
+    for case in CASES:
+        original = case.path.read_bytes()
+        mutated = mutations.with_newline(original, newline)
+        assert _findings(mutated, case, True) == _findings(original, case, True), case.path
