@@ -1037,7 +1037,7 @@ class ValueResolver:
             or (isinstance(base, cst.Attribute) and isinstance(base.value, cst.Name))
         ):
             return None
-        if self._attribute_written(dest):
+        if self._attribute_written(dest, self.ctx.code(base)):
             return None
         override = self._set_defaults.get(dest)
         values: list[Value] = []
@@ -1066,13 +1066,17 @@ class ValueResolver:
             return Value(first.value, None, first.via, True)
         return first
 
-    def _attribute_written(self, attr: str) -> bool:
+    def _attribute_written(self, attr: str, base: str) -> bool:
+        """Whether ``<base>.<attr>`` may be assigned somewhere: a write on the same base, or
+        on any object but ``self``/``cls`` (``self.ema_decay = ema_decay`` in a class of the
+        module stores a value; it does not change the parsed arguments)."""
         if self._attr_assigned is None:
             written: dict[str, set[str]] = {}
             for target, _ in self._attribute_targets():
                 written.setdefault(target.attr.value, set()).add(self.ctx.code(target.value))
             self._attr_assigned = written
-        return attr in self._attr_assigned
+        bases = self._attr_assigned.get(attr, set())
+        return any(b == base or b.split(".")[0] not in ("self", "cls") for b in bases)
 
     def _attribute_count(self, attr: str) -> int:
         if self._attr_counts is None:

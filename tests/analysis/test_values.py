@@ -104,6 +104,17 @@ def test_argparse_reassigned_is_unknown() -> None:
     assert value_of(source.replace("{}", "args.model_ema_decay")) is None
 
 
+def test_argparse_value_stored_on_self_elsewhere_is_still_the_default() -> None:
+    # ``self.model_ema_decay = model_ema_decay`` in a class stores a value on another
+    # object: the parsed arguments keep their default.
+    stored = "class Ema:\n    def __init__(self, model_ema_decay):\n"
+    stored += "        self.model_ema_decay = model_ema_decay\n"
+    value = value_of(stored + ARGPARSE.replace("{}", "args.model_ema_decay"))
+    assert value is not None and value.value == pytest.approx(0.9998)
+    other = ARGPARSE.replace("__probe__ = {}", "opts.model_ema_decay = 0.5\n    __probe__ = {}")
+    assert value_of(other.replace("{}", "args.model_ema_decay")) is None  # may be an alias
+
+
 DATACLASS = """
 from dataclasses import dataclass, field
 import attr
