@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.averaging import AveragingObject, AveragingObjects, Use
+from ..analysis.averaging import (
+    UPDATE_TRIGGER_GROUPS,
+    UPDATE_TRIGGERS,
+    AveragingObject,
+    AveragingObjects,
+    Use,
+)
 from ..analysis.devices import CpuPlacement, Devices
 from ..analysis.framework import PER_STEP_HOOKS, FrameworkHooks
 from ..analysis.loops import TrainingLoops
@@ -84,7 +90,14 @@ class ShadowOnCpu(Rule):
     summary = "Averaged copy kept on the CPU while the model trains on an accelerator"
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.SAFE
-    triggers = (b"cpu",)  # .cpu(), "cpu", torch.device("cpu")
+    # ``cpu`` (``.cpu()``, ``"cpu"``, ``torch.device("cpu")``) AND an averaging object: the
+    # triggers of the objects (APIs, averaged names) or of a hand-written update. ``cpu``
+    # alone is in a third of a training library's files.
+    triggers = ()
+    trigger_groups = (
+        ((b"cpu",), UPDATE_TRIGGERS),
+        *(((b"cpu",), *group) for group in UPDATE_TRIGGER_GROUPS),
+    )
     requires = (AveragingObjects, Devices, TrainingLoops)
 
     def finish(self) -> None:
