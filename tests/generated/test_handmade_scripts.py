@@ -14,15 +14,10 @@ from __future__ import annotations
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from ema_lint.prefilter import PreFilter
 from tests.generated.handmade_injectors import INJECTORS, SLOTS, Injector
 from tests.generated.handmade_scripts import FORMS, HandScript, hand_plans, render
-from tests.generated.tally import TALLY
+from tests.generated.harness import assert_exactly_the_injected_bugs
 from tests.profiles import examples
-from tests.properties.invariants import check, file_settings
-
-SAFE = file_settings(unsafe=False)
-UNSAFE = file_settings(unsafe=True)
 
 
 @st.composite
@@ -46,42 +41,8 @@ def hand_scripts(draw) -> HandScript:
     return render(plan)
 
 
-def _numbered(source: str) -> str:
-    return "\n".join(f"{i:4} {line}" for i, line in enumerate(source.splitlines(), start=1))
-
-
 # Each script is checked with and without unsafe fixes: 0.6 of the budget keeps it ~30 s.
 @settings(max_examples=examples(0.6))
 @given(hand_scripts())
 def test_handmade_scripts_report_exactly_their_bugs_and_fix_them(script: HandScript) -> None:
-    data = script.source.encode()
-    bugs = script.plan.bugs
-    expected = script.expected()
-    if bugs:
-        assert PreFilter(UNSAFE.rules).matches(data), "the pre-filter skips a buggy script"
-
-    unsafe = check(data, UNSAFE, "train.py")  # also the invariants of every fix
-    found = sorted((d.code, d.line) for d in unsafe.diagnostics)
-    assert found == expected, f"expected {expected}, found {found}\n{_numbered(script.source)}"
-
-    runs = [(True, unsafe)]
-    if any(bug.fix is not None for bug in bugs):
-        runs.append((False, check(data, SAFE, "train.py")))
-    for with_unsafe, checked in runs:
-        left = sorted(d.code for d in checked.remaining)
-        kept = sorted(
-            bug.code for bug in bugs if bug.fix is None or (bug.fix == "unsafe" and not with_unsafe)
-        )
-        assert left == kept, (
-            f"--fix{' --unsafe-fixes' if with_unsafe else ''} left {left}, expected {kept}\n"
-            f"{_numbered(script.source)}\n---- fixed:\n{_numbered(checked.fixed.decode())}"
-        )
-
-    TALLY["scripts"] += 1
-    TALLY["buggy"] += bool(bugs)
-    TALLY["found"] += len(found)
-    TALLY["matched"] += len(expected)
-    TALLY["fixable"] += sum(bug.fix is not None for bug in bugs)
-    TALLY["fixed"] += sum(bug.fix is not None for bug in bugs)
-    for bug in bugs:
-        TALLY[f"bug:{bug.code}"] += 1
+    assert_exactly_the_injected_bugs(script)
