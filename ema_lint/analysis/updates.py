@@ -651,6 +651,12 @@ class InPlaceUpdates:
 
     def _alias(self, node: cst.CSTNode, name: str) -> cst.Subscript | None:
         """``name = X[k]`` (or ``X[k].data``) as an earlier statement of the same block."""
+        value = self._assigned_before(node, name)
+        return value if isinstance(value, cst.Subscript) else None
+
+    def _assigned_before(self, node: cst.CSTNode, name: str) -> cst.BaseExpression | None:
+        """The value (tensor accessors stripped) of the last ``name = value`` before
+        ``node``'s statement in the same block; None when there is none."""
         statement = self.index.statement(node)
         block = self.index.parent(statement) if statement is not None else None
         body = getattr(block, "body", None)
@@ -666,8 +672,7 @@ class InPlaceUpdates:
                     and isinstance(small.targets[0].target, cst.Name)
                     and small.targets[0].target.value == name
                 ):
-                    value = strip_tensor(small.value)
-                    return value if isinstance(value, cst.Subscript) else None
+                    return strip_tensor(small.value)
         return None
 
     def _subscript_side(self, node: cst.BaseExpression | None) -> _Side:
@@ -739,7 +744,6 @@ class InPlaceUpdates:
         """How ``name`` was bound before ``assign``: the enclosing ``for`` (no other loop in
         between), a ``name = X[...]`` / ``X.attr`` earlier in the same block, or a parameter
         of the function (outside any loop)."""
-        statement = self.index.statement(assign)
         loops_between = False
         for ancestor in self.index.ancestors(assign):
             if ancestor is scope:
@@ -748,23 +752,9 @@ class InPlaceUpdates:
                 return None if loops_between else "loop variable"
             if isinstance(ancestor, (cst.For, cst.While)):
                 loops_between = True
-        block = self.index.parent(statement) if statement is not None else None
-        body = getattr(block, "body", None)
-        if isinstance(body, (list, tuple)) and statement in body:
-            for before in reversed(list(body)[: list(body).index(statement)]):
-                if not isinstance(before, cst.SimpleStatementLine):
-                    continue
-                for small in before.body:
-                    if (
-                        isinstance(small, cst.Assign)
-                        and len(small.targets) == 1
-                        and isinstance(small.targets[0].target, cst.Name)
-                        and small.targets[0].target.value == name
-                    ):
-                        value = strip_tensor(small.value)
-                        if isinstance(value, (cst.Subscript, cst.Attribute)):
-                            return "local name"
-                        return None
+        earlier = self._assigned_before(assign, name)
+        if earlier is not None:
+            return "local name" if isinstance(earlier, (cst.Subscript, cst.Attribute)) else None
         if isinstance(scope, cst.FunctionDef) and not loops_between:
             params = scope.params
             every = (*params.posonly_params, *params.params, *params.kwonly_params)
