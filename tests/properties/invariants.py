@@ -104,7 +104,8 @@ def _assert_each_pass_within(
         assert isinstance(following, bytes)
         if following == current:
             break
-        _assert_within(current, following, set().union(*allowed_by_fix), "the fixes together")
+        together = set().union(*allowed_by_fix)
+        _assert_within(current, following, together, "the fixes together", moves=True)
         current = following
         analysis = engine.analyze(current, path, settings)
         fixable = [d for d in analysis.diagnostics if d.fix and settings.allows(d.fix)]
@@ -167,12 +168,6 @@ def _check_each_fix(
             else:
                 node = holder if holder is not None else target
                 allowed |= _span(table, node) | _comments_above(table, node)
-        if rule.fix_scope is FixScope.MOVES:
-            # A move is a deletion here and an insertion there: a line diff may align it
-            # as the lines in between moving instead. Anything between the statements the
-            # fix touches is its envelope; lines outside it must stay byte for byte.
-            body = sorted(allowed - header) or [diagnostic.line]
-            allowed |= set(range(body[0], body[-1] + 1))
         after = apply_fixes(module, index, [fix]).bytes
         alone = keep_original_lines(data, before, after)
         assert alone is not None, f"{diagnostic.code}: lines could not be kept"
@@ -180,7 +175,8 @@ def _check_each_fix(
             cst.parse_module(alone)
         except cst.ParserSyntaxError as error:  # pragma: no cover - the failure message
             raise AssertionError(f"{diagnostic.code}'s fix alone does not parse") from error
-        _assert_within(data, alone, allowed, f"{diagnostic.code}'s fix (line {diagnostic.line})")
+        what = f"{diagnostic.code}'s fix (line {diagnostic.line})"
+        _assert_within(data, alone, allowed, what, rule.fix_scope is FixScope.MOVES)
         _assert_text_edits(original_text, diagnostic, engine.source_lines(alone).text)
         allowed_by_fix.append(allowed)
     return allowed_by_fix
@@ -262,7 +258,18 @@ def changed_lines(old: bytes, new: bytes) -> tuple[set[int], set[int]]:
     return changed, inserted
 
 
-def _assert_within(old: bytes, new: bytes, allowed: set[int], what: str) -> None:
+def _assert_within(
+    old: bytes, new: bytes, allowed: set[int], what: str, moves: bool = False
+) -> None:
+    """Only the ``allowed`` lines of ``old`` change. A fix that ``moves`` code is a deletion
+    here and an insertion there, which a line diff may align as the lines in between moving
+    instead: for it, every other line must be kept byte for byte and in order."""
+    if moves:
+        kept = [line for i, line in enumerate(_lines(old), start=1) if i not in allowed]
+        rest = iter(_lines(new))
+        lost = next((line for line in kept if not any(line == n for n in rest)), None)
+        assert lost is None, f"{what} lost or changed {lost!r}, allowed {sorted(allowed)}"
+        return
     changed, inserted = changed_lines(old, new)
     outside = sorted(changed - allowed)
     assert not outside, f"{what} changed lines {outside}, allowed {sorted(allowed)}"
