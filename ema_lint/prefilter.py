@@ -13,6 +13,13 @@ without any change here. A trigger is one of:
   ``EMAModel``, ``USE_EMA``; not ``schema``, ``remain``, ``Emacs`` or ``EMAIL``). A rule
   that relies on it decides what an EMA name is with :func:`identifier_components` (or a
   stricter test), so the filter stays sound by construction.
+- ``names(test, words)``: some identifier of the file passes ``test``, the very function a
+  rule's analysis applies to names (``averaged_identifier``: ``ema_model``, ``encoder_k``,
+  ``target_net``). ``words`` are the gates: every identifier ``test`` accepts holds one of
+  them in lower, Title or UPPER case, and only a file holding one has its identifiers
+  tested. For evidence that is a *combination* of words inside one name, which literal
+  triggers can only approximate with the words alone (``target`` is in every file with a
+  loss; ``target_net`` is rare).
 
 A rule may also declare ``trigger_groups``: conjunctions for evidence that is common alone
 and rare together (a weight method such as ``parameters`` AND a word for an average such as
@@ -32,12 +39,14 @@ the raw bytes, or on the text for the flake8 plugin; comments and strings count.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import cached_property, lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .rule import Rule
+if TYPE_CHECKING:
+    from .rule import Rule
 
 
 class Identifier(bytes):
@@ -56,6 +65,61 @@ class Component(bytes):
 
     def __repr__(self) -> str:
         return f"component({self.decode()!r})"
+
+
+class Names(bytes):
+    """A trigger matching a file with an identifier that passes a test (see :func:`names`).
+
+    Its bytes are ``module:function`` of the test, which names it in fingerprints."""
+
+    __slots__ = ()
+
+    @property
+    def test(self) -> Callable[[str], bool]:
+        return _name_test(self)[0]
+
+    @property
+    def words(self) -> tuple[str, ...]:
+        return _name_test(self)[1]
+
+    def __repr__(self) -> str:
+        return f"names({self.decode()}, {', '.join(self.words)})"
+
+
+_NAME_TESTS: dict[bytes, tuple[Callable[[str], bool], tuple[str, ...]]] = {}
+
+
+def names(test: Callable[[str], bool], words: Iterable[str]) -> Names:
+    """Trigger on an identifier for which ``test`` is true; ``words`` gate the test."""
+    key = f"{test.__module__}:{test.__qualname__}".encode()
+    gates = tuple(sorted(words))
+    if not gates or not all(_WORD.match(w) for w in gates):
+        raise ValueError(f"names() gates are lowercase ASCII words, got {gates!r}")
+    known = _NAME_TESTS.setdefault(bytes(key), (test, gates))
+    if known != (test, gates):
+        raise ValueError(f"names({key.decode()}) declared twice with different words")
+    return Names(key)
+
+
+def _name_test(trigger: bytes) -> tuple[Callable[[str], bool], tuple[str, ...]]:
+    found = _NAME_TESTS.get(bytes(trigger))
+    if found is None:  # named by a manifest: import the test's module, which declares it
+        module = trigger.decode().partition(":")[0]
+        importlib.import_module(module)
+        found = _NAME_TESTS[bytes(trigger)]
+    return found
+
+
+_IDENTIFIERS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_IDENTIFIERS_BYTES = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _any_name(data: Any, test: Callable[[str], bool]) -> bool:
+    """Whether an identifier of ``data`` (bytes or text) passes ``test``."""
+    if isinstance(data, str):
+        found = set(_IDENTIFIERS.findall(data))
+        return any(test(name) for name in found)
+    return any(test(name.decode("ascii")) for name in set(_IDENTIFIERS_BYTES.findall(data)))
 
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -126,17 +190,36 @@ class _Plan:
 
     __slots__ = ("steps",)
 
-    def __init__(self, triggers: list[str], expressions: list[tuple[str, str]], kind: type):
-        gates = _minimal([*triggers, *(core for core, _ in expressions)])
+    def __init__(
+        self,
+        triggers: list[str],
+        expressions: list[tuple[str, str]],
+        kind: type,
+        name_tests: Iterable[Names] = (),
+    ):
+        # A name test runs only where one of its words stands as an identifier component.
+        tests = [
+            (core, source, t.test)
+            for t in name_tests
+            for word in t.words
+            for core, source in _component_expressions(word)
+        ]
+        gates = _minimal(
+            [*triggers, *(core for core, _ in expressions), *(core for core, _, _ in tests)]
+        )
         exact = set(triggers) & set(gates)
         # Triggers first (a hit settles it), then the shortest gates.
         gates.sort(key=lambda g: (g not in exact, len(g), g))
-        attached: dict[str, tuple[list[str], list[str]]] = {g: ([], []) for g in gates}
+        attached: dict[
+            str, tuple[list[str], list[str], list[tuple[str, Callable[[str], bool]]]]
+        ] = {g: ([], [], []) for g in gates}
         for text in triggers:
             if text not in exact:
                 attached[next(g for g in gates if g in text)][0].append(text)
         for core, expression in expressions:
             attached[next(g for g in gates if g in core)][1].append(expression)
+        for core, source, test in tests:
+            attached[next(g for g in gates if g in core)][2].append((source, test))
 
         def encode(text: str) -> Any:
             # latin-1 maps code points 0-255 to the same bytes: triggers round-trip.
@@ -145,16 +228,21 @@ class _Plan:
         steps = []
         for gate in gates:
             if gate in exact:
-                steps.append((encode(gate), None, ()))
+                steps.append((encode(gate), None, (), ()))
                 continue
-            literals, sources = attached[gate]
+            literals, sources, gated = attached[gate]
             # One search per expression: an alternation would lose the literal-prefix scan.
             searches = tuple(re.compile(encode(source)).search for source in sources)
-            steps.append((encode(gate), tuple(encode(t) for t in literals), searches))
+            named = tuple((re.compile(encode(source)).search, test) for source, test in gated)
+            steps.append((encode(gate), tuple(encode(t) for t in literals), searches, named))
         self.steps = tuple(steps)
 
-    def matches(self, data: Any) -> bool:
-        for gate, literals, searches in self.steps:
+    def matches(self, data: Any, names: dict[Callable[[str], bool], bool] | None = None) -> bool:
+        """Whether ``data`` holds a trigger; ``names`` remembers the name tests already run
+        on this data (by this plan or another one)."""
+        if names is None:
+            names = {}
+        for gate, literals, searches, gated in self.steps:
             if gate in data:
                 if literals is None:
                     return True
@@ -163,6 +251,15 @@ class _Plan:
                         return True
                 for search in searches:
                     if search(data) is not None:
+                        return True
+                for word, test in gated:
+                    # A test runs once per file, whichever of its words is found first.
+                    found = names.get(test)
+                    if found is None:
+                        if word(data) is None:
+                            continue
+                        found = names[test] = _any_name(data, test)
+                    if found:
                         return True
         return False
 
@@ -173,6 +270,7 @@ class PreFilter:
     def __init__(self, rules: Iterable[type[Rule]]) -> None:
         literals: set[str] = set()
         patterns: set[bytes] = set()
+        name_tests: set[Names] = set()
         groups: list[tuple[tuple[bytes, ...], ...]] = []
         self.accepts_all = False
         for rule in rules:
@@ -196,6 +294,8 @@ class PreFilter:
                     self.accepts_all = True  # the empty string is in every file
                 elif type(trigger) is bytes:
                     literals.add(trigger.decode("latin-1"))
+                elif isinstance(trigger, Names):
+                    name_tests.add(trigger)
                 else:
                     patterns.add(trigger)
         kept = _minimal(literals)
@@ -207,8 +307,9 @@ class PreFilter:
                 expressions.extend(_component_expressions(pattern.decode()))
             else:
                 expressions.append(_identifier_expression(pattern.decode()))
-        self._bytes = _Plan(kept, expressions, bytes)
-        self._text = _Plan(kept, expressions, str)
+        self.name_tests: tuple[Names, ...] = tuple(sorted(name_tests))
+        self._bytes = _Plan(kept, expressions, bytes, self.name_tests)
+        self._text = _Plan(kept, expressions, str, self.name_tests)
         self.gates: tuple[bytes, ...] = tuple(step[0] for step in self._bytes.steps)
         # A non-ASCII literal is written in UTF-8 in the file: match text through its bytes.
         self._text_via_bytes = not all(t.isascii() for t in kept)
@@ -218,13 +319,20 @@ class PreFilter:
             group
             for group in groups
             if not any(
-                all(any(k in t for k in self.literals) for t in alternatives)
+                all(
+                    not isinstance(t, Names) and any(k in t for k in self.literals)
+                    for t in alternatives
+                )
                 for alternatives in group
             )
         )
         # Each set of a group is itself a small union of triggers.
+        # A set shared by several groups (an evidence set, a rule's own tokens) is one
+        # object, tested at most once per file.
+        sets: dict[tuple[bytes, ...], _TokenSet] = {}
         self._groups = tuple(
-            tuple(_TokenSet(alternatives) for alternatives in group) for group in self.groups
+            tuple(sets.setdefault(alternatives, _TokenSet(alternatives)) for alternatives in group)
+            for group in self.groups
         )
 
     @cached_property
@@ -244,7 +352,7 @@ class PreFilter:
     @property
     def tokens(self) -> tuple[bytes, ...]:
         """Every trigger of the union (literals first), for display and tests."""
-        return (*self.literals, *self.patterns)
+        return (*self.literals, *self.patterns, *self.name_tests)
 
     def matches(self, data: bytes | str) -> bool:
         """True if the file may hold a finding and must be parsed."""
@@ -253,9 +361,20 @@ class PreFilter:
         if isinstance(data, str) and self._text_via_bytes:
             data = data.encode("utf-8", "surrogatepass")
         plan = self._text if isinstance(data, str) else self._bytes
-        if plan.matches(data):
+        names: dict[Callable[[str], bool], bool] = {}
+        if plan.matches(data, names):
             return True
-        return any(all(part.matches(data) for part in group) for group in self._groups)
+        known: dict[int, bool] = {}
+        for group in self._groups:
+            for part in group:
+                found = known.get(id(part))
+                if found is None:
+                    found = known[id(part)] = part.matches(data, names)
+                if not found:
+                    break
+            else:
+                return True
+        return False
 
 
 class _TokenSet:
@@ -266,19 +385,25 @@ class _TokenSet:
     def __init__(self, triggers: Iterable[bytes]) -> None:
         literals: list[str] = []
         expressions: list[tuple[str, str]] = []
+        name_tests: list[Names] = []
         for trigger in triggers:
-            if isinstance(trigger, Component):
+            if isinstance(trigger, Names):
+                name_tests.append(trigger)
+            elif isinstance(trigger, Component):
                 expressions.extend(_component_expressions(trigger.decode()))
             elif isinstance(trigger, Identifier):
                 expressions.append(_identifier_expression(trigger.decode()))
             else:
                 literals.append(trigger.decode("latin-1"))
         kept = _minimal(literals)
-        self._bytes = _Plan(kept, expressions, bytes)
-        self._text = _Plan(kept, expressions, str)
+        self._bytes = _Plan(kept, expressions, bytes, name_tests)
+        self._text = _Plan(kept, expressions, str, name_tests)
 
-    def matches(self, data: bytes | str) -> bool:
-        return (self._text if isinstance(data, str) else self._bytes).matches(data)
+    def matches(
+        self, data: bytes | str, names: dict[Callable[[str], bool], bool] | None = None
+    ) -> bool:
+        plan = self._text if isinstance(data, str) else self._bytes
+        return plan.matches(data, {} if names is None else names)
 
 
 @lru_cache(maxsize=1)

@@ -33,8 +33,6 @@ from typing import Any
 
 import libcst as cst
 
-from ..prefilter import identifier
-
 
 class Side(str, enum.Enum):
     """Which side of ``avg <- D*avg + (1-D)*new`` the argument weighs."""
@@ -1182,45 +1180,3 @@ def semantics_table(roles: Iterable[Role] | None = None) -> str:
             f"| `{name}` | {where} | {meaning} | {default} | {weight.ramp or 'none'} | {interval} |"
         )
     return "\n".join(rows)
-
-
-# Trigger tokens for the pre-filter ---------------------------------------------------------
-# A value rule can report only on a file that names an API taking an averaging weight: its
-# class or function name, a config registry name (``'EMAHook'``), or, where the averaging is
-# switched on by an argument (Keras ``use_ema``), that argument. Derived from the table so
-# that adding a library keeps the pre-filter sound. Each is a whole-identifier trigger: the
-# API is found through its import, so its name stands in the file as an identifier.
-def _weight_triggers() -> tuple[bytes, ...]:
-    """Tokens of the APIs whose averaging weight the value rules judge."""
-    tokens: set[str] = set()
-    for spec in API_SPECS:
-        if spec.weight is None and spec.forwards_to is None:
-            continue
-        if spec.role is Role.GRADIENT_EMA:
-            continue  # never a weight-EMA finding
-        if spec.weight is not None and spec.weight.enabled_when is not None:
-            tokens.add(spec.weight.enabled_when[0])
-            continue
-        tokens.add(spec.short_name)
-        tokens.update(name.rsplit(".", 1)[-1] for name in spec.registry_names)
-    # Forwarding hooks build these classes from config strings.
-    for spec in API_SPECS:
-        if spec.registry_names and spec.weight is not None:
-            tokens.update(name.rsplit(".", 1)[-1] for name in spec.registry_names)
-    return tuple(identifier(t) for t in sorted(tokens))
-
-
-WEIGHT_TRIGGERS = _weight_triggers()
-
-
-def _object_triggers() -> tuple[bytes, ...]:
-    """Tokens of every averaging object: an API that creates one, or a hand-made copy."""
-    tokens = {t.decode() for t in WEIGHT_TRIGGERS}
-    for spec in API_SPECS:
-        if spec.role in (Role.EMA_MODEL, Role.SWA_MODEL, Role.EMA_CALLBACK, Role.SWA_CALLBACK):
-            tokens.add(spec.short_name)
-    tokens.add("deepcopy")
-    return tuple(identifier(t) for t in sorted(tokens))
-
-
-OBJECT_TRIGGERS = _object_triggers()

@@ -44,69 +44,21 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from .api_calls import BoundCalls
-from .apis import OBJECT_TRIGGERS, ApiSpec, BoundCall, Role
+from .apis import ApiSpec, BoundCall, Role
 from .context import FileContext
 from .names import ImportTable, dotted_name
 from .updates import WEIGHT_METHODS, InPlaceUpdate, InPlaceUpdates, container_of, strip_tensor
 from .values import ValueResolver
-
-# Word tokens of an identifier that name an average (``ema_model``, ``modelEMA``,
-# ``self.shadow``, ``polyak_update``, ``teacher``), and compound spellings that name one in
-# teacher and target-network code (``_momentum_update_key_encoder``, ``soft_update``,
-# ``target_net``). A hand-written update not made by an averaging API must be named so (its
-# shadow, the function or the class that holds it): model merging and interpolation
-# (``merged.mul_(1 - t).add_(other, alpha=t)``) are not averages over time. A ``deepcopy``
-# of a module may also be named ``avg``/``average``/``swa`` (its file holds ``deepcopy``);
-# elsewhere those words are too common (Adam's ``exp_avg``, ``avgpool``, prose) to admit a
-# file to parsing.
-AVERAGE_WORDS = frozenset({"ema", "shadow", "polyak", "teacher"})
-COPY_AVERAGE_WORDS = AVERAGE_WORDS | {"avg", "average", "averaged", "swa"}
-AVERAGE_COMPOUNDS = (
-    "momentum_update",
-    "update_momentum",
-    "momentum_encoder",
-    "momentum_model",
-    "target_net",
-    "target_param",
-    "target_model",
-    "target_encoder",
-    "soft_update",
-    "update_target",
-    "moving_average",
-    "MovingAverage",
+from .vocabulary import (
+    COPY_AVERAGE_WORDS,
+    TARGET_PAIRS,
+    TEACHER_PAIRS,
+    TEACHER_TOKENS,
+    has_pair,
+    is_averaged_name,
+    names_an_average,
+    tokens,
 )
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# Every way a word token of AVERAGE_WORDS can be spelled in a file: "ema" after any character
-# that cannot precede it inside a word, the others as plain substrings, capitalised and upper.
-_BOUNDARY = " \t\n\r\f\v!\"#$%&'()*+,-./:;<=>?@[\\]^`{|}~_0123456789"
-_SPELLINGS = tuple(
-    sorted(
-        {
-            *(f"{c}ema" for c in _BOUNDARY),
-            "Ema",
-            "EMA",
-            *(
-                spelling
-                for word in ("shadow", "polyak", "teacher")
-                for spelling in (word, word.capitalize(), word.upper())
-            ),
-            *AVERAGE_COMPOUNDS,
-        }
-    )
-)
-_WEIGHT_METHOD_TOKENS = (b"parameters", b"state_dict", b"buffers", b"variables")
-# Every file in which ``averages_weights`` can hold: it names an averaging API or ``deepcopy``
-# (the objects), or it reads a side of the update from a model's weights (the methods) AND
-# names an average. The rules on hand-written updates declare both.
-UPDATE_TRIGGERS = OBJECT_TRIGGERS
-UPDATE_TRIGGER_GROUPS = ((_WEIGHT_METHOD_TOKENS, tuple(s.encode() for s in _SPELLINGS)),)
-
-
-def names_an_average(code: str, words: frozenset[str] = AVERAGE_WORDS) -> bool:
-    """Whether an identifier (or an expression's code) names an average."""
-    if any(compound in code for compound in AVERAGE_COMPOUNDS):
-        return True
-    return any(word in words for part in _IDENTIFIER.findall(code) for word in tokens(part))
 
 
 class Use(str, enum.Enum):
@@ -138,40 +90,6 @@ _INNER = {"module", "ema", "ema_model", "averaged_model", "_average_model", "mod
 _INPLACE_METHODS = {"mul_", "add_", "lerp_", "copy_", "sub_"}
 _WEIGHT_ATTRIBUTES = {"decay", "beta", "momentum", "ema_momentum", "rate", "tau", "alpha"}
 
-_TOKEN = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
-_AVERAGED_TOKENS = {"ema", "shadow", "avg", "average", "averaged", "swa", "polyak", "teacher"}
-_TEACHER_TOKENS = {"teacher"}
-_TEACHER_PAIRS = [
-    ("momentum", "encoder"),
-    ("momentum", "model"),
-    ("momentum", "net"),
-    ("momentum", "backbone"),
-    ("key", "encoder"),
-    ("encoder", "k"),
-    ("model", "k"),
-    ("target", "encoder"),
-    ("target", "backbone"),
-    ("target", "projector"),
-    ("target", "network", "byol"),
-]
-_TARGET_TOKENS = [
-    ("target", "net"),
-    ("target", "network"),
-    ("target", "q"),
-    ("q", "target"),
-    ("critic", "target"),
-    ("target", "critic"),
-    ("actor", "target"),
-    ("target", "actor"),
-    ("target", "model"),
-    ("tgt", "net"),
-    ("target", "policy"),
-    ("target", "qf"),
-    ("qf", "target"),
-    ("target", "params"),
-    ("target", "value"),
-    ("value", "target"),
-]
 _NOT_WEIGHT_TOKENS = {"loss", "losses", "metric", "metrics", "acc", "accuracy", "grad", "reward"}
 _LOSS_CALL = re.compile(
     r"(loss|criterion|distill|consistency|kl_div|mse|cross_entropy|cosine_similarity|byol|dino)",
@@ -183,30 +101,12 @@ def _is_false(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name) and node.value == "False"
 
 
-def tokens(name: str) -> list[str]:
-    """``self.model_ema`` -> [model, ema]; ``modelEMA`` -> [model, ema]."""
-    last = name.rsplit(".", 1)[-1]
-    return [t.lower() for t in _TOKEN.findall(last)]
-
-
-def _has_pair(words: list[str], pair: tuple[str, ...]) -> bool:
-    return all(w in words for w in pair)
-
-
-def is_averaged_name(name: str) -> bool:
-    """A name that says it holds averaged weights."""
-    words = tokens(name)
-    if any(w in _AVERAGED_TOKENS for w in words):
-        return True
-    return any(_has_pair(words, p) for p in (*_TEACHER_PAIRS, *_TARGET_TOKENS))
-
-
 def use_from_name(name: str) -> Use | None:
     """What a name says about the use of averaged weights, if anything."""
     words = tokens(name)
-    if any(w in _TEACHER_TOKENS for w in words) or any(_has_pair(words, p) for p in _TEACHER_PAIRS):
+    if any(w in TEACHER_TOKENS for w in words) or any(has_pair(words, p) for p in TEACHER_PAIRS):
         return Use.TEACHER
-    if any(_has_pair(words, p) for p in _TARGET_TOKENS):
+    if any(has_pair(words, p) for p in TARGET_PAIRS):
         return Use.TARGET
     return None
 
@@ -603,10 +503,15 @@ class AveragingObjects:
                 source=call.args[0].value if call.args else None,
             )
             if not averaged:
-                # Kept only if some in-place average update targets it.
+                # Kept only if an in-place update named as an average targets it (an unnamed
+                # one may be model merging): the pre-filter relies on such a name too.
                 self._memo.clear()
                 self._by_creation[id(outer)] = obj
-                hit = any(self._refer(c, 0) is obj for _, c in containers)
+                obj.module_copy = True
+                hit = any(
+                    self._refer(c, 0) is obj and self._named_average(u, obj) for u, c in containers
+                )
+                obj.module_copy = False
                 del self._by_creation[id(outer)]
                 self._memo.clear()
                 if not hit:

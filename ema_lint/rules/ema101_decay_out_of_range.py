@@ -5,9 +5,10 @@ from __future__ import annotations
 import libcst as cst
 
 from ..analysis.apis import Role, Side, semantics_table
-from ..analysis.averaging import UPDATE_TRIGGER_GROUPS, UPDATE_TRIGGERS, Use
+from ..analysis.averaging import Use
 from ..analysis.decays import DecaySetting, DecaySettings, describe_interval, describe_value
 from ..analysis.horizon import describe_decay, float_literal, format_number
+from ..analysis.triggers import UPDATE_EVIDENCE
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Option, Rule
 
@@ -100,8 +101,8 @@ class DecayOutOfRange(Rule):
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.UNSAFE
     fix_scope = FixScope.VALUE  # the literal may be where a constant is defined
-    triggers = UPDATE_TRIGGERS  # the APIs, and hand-written updates of averaged copies
-    trigger_groups = UPDATE_TRIGGER_GROUPS
+    triggers = UPDATE_EVIDENCE.triggers  # the APIs, and hand-written updates of averaged copies
+    trigger_groups = UPDATE_EVIDENCE.groups
     requires = (DecaySettings,)
     options = (
         Option("min", float, 0.999, "Lowest per-step decay accepted for an evaluation EMA."),

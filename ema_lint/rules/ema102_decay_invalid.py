@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from ..analysis.apis import Side, semantics_table
-from ..analysis.averaging import UPDATE_TRIGGER_GROUPS, UPDATE_TRIGGERS, Use
+from ..analysis.averaging import Use
 from ..analysis.decays import DecaySetting, DecaySettings, describe_value
 from ..analysis.horizon import format_number
+from ..analysis.triggers import UPDATE_EVIDENCE
 from ..diagnostics import FixAvailability
 from ..rule import Rule
 
@@ -58,8 +59,8 @@ class DecayInvalid(Rule):
     name = "ema-decay-invalid"
     summary = "EMA decay that cannot be meant (outside [0, 1], exactly 1, or below 0.5)"
     fix_availability = FixAvailability.NONE
-    triggers = UPDATE_TRIGGERS  # the APIs, and hand-written updates of averaged copies
-    trigger_groups = UPDATE_TRIGGER_GROUPS
+    triggers = UPDATE_EVIDENCE.triggers  # the APIs, and hand-written updates of averaged copies
+    trigger_groups = UPDATE_EVIDENCE.groups
     requires = (DecaySettings,)
 
     @classmethod

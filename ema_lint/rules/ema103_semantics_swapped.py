@@ -6,10 +6,11 @@ from decimal import Decimal, InvalidOperation
 
 import libcst as cst
 
-from ..analysis.apis import WEIGHT_TRIGGERS, Side, semantics_table
+from ..analysis.apis import Side, semantics_table
 from ..analysis.averaging import Use
 from ..analysis.decays import DecaySetting, DecaySettings
 from ..analysis.horizon import format_number
+from ..analysis.triggers import WEIGHT_EVIDENCE
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
 
@@ -79,7 +80,8 @@ class DecaySemanticsSwapped(Rule):
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.SAFE
     fix_scope = FixScope.VALUE  # the literal may be where a constant is defined
-    triggers = WEIGHT_TRIGGERS
+    triggers = WEIGHT_EVIDENCE.triggers
+    trigger_groups = WEIGHT_EVIDENCE.groups
     requires = (DecaySettings,)
 
     @classmethod

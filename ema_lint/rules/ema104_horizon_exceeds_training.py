@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 
 from ..analysis.apis import semantics_table
-from ..analysis.averaging import UPDATE_TRIGGER_GROUPS, UPDATE_TRIGGERS, Use
+from ..analysis.averaging import Use
 from ..analysis.decays import DecaySettings, describe_interval, describe_value
 from ..analysis.horizon import format_count, half_life, horizon
+from ..analysis.triggers import UPDATE_EVIDENCE
 from ..diagnostics import FixAvailability
 from ..rule import Option, Rule
 
@@ -85,8 +86,8 @@ class HorizonExceedsTraining(Rule):
     name = "ema-horizon-exceeds-training"
     summary = "EMA horizon is a large part of the whole training run"
     fix_availability = FixAvailability.NONE
-    triggers = UPDATE_TRIGGERS  # the APIs, and hand-written updates of averaged copies
-    trigger_groups = UPDATE_TRIGGER_GROUPS
+    triggers = UPDATE_EVIDENCE.triggers  # the APIs, and hand-written updates of averaged copies
+    trigger_groups = UPDATE_EVIDENCE.groups
     requires = (DecaySettings,)
     options = (
         Option(

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.apis import OBJECT_TRIGGERS, semantics_table
+from ..analysis.apis import semantics_table
 from ..analysis.averaging import AveragingObject, AveragingObjects, Use
 from ..analysis.decays import DecaySettings
 from ..analysis.horizon import format_number
 from ..analysis.names import ImportTable
+from ..analysis.triggers import OBJECT_EVIDENCE
 from ..analysis.values import Symbol, Value, ValueResolver
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability
 from ..rule import Rule
@@ -93,7 +94,8 @@ class LowPrecisionEma(Rule):
     summary = "Averaged weights kept in float16 or bfloat16, where updates round away"
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.SAFE
-    triggers = OBJECT_TRIGGERS
+    triggers = OBJECT_EVIDENCE.triggers
+    trigger_groups = OBJECT_EVIDENCE.groups
     requires = (AveragingObjects, ValueResolver)
 
     def finish(self) -> None:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import libcst as cst
 
 from ..analysis.averaging import (
-    UPDATE_TRIGGER_GROUPS,
-    UPDATE_TRIGGERS,
     AveragingObject,
     AveragingObjects,
     Use,
@@ -15,6 +13,7 @@ from ..analysis.devices import CpuPlacement, Devices
 from ..analysis.framework import PER_STEP_HOOKS, FrameworkHooks
 from ..analysis.loops import TrainingLoops
 from ..analysis.run_length import RunLengths
+from ..analysis.triggers import UPDATE_EVIDENCE, requiring
 from ..analysis.values import ValueResolver
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability
 from ..rule import Rule
@@ -94,10 +93,7 @@ class ShadowOnCpu(Rule):
     # triggers of the objects (APIs, averaged names) or of a hand-written update. ``cpu``
     # alone is in a third of a training library's files.
     triggers = ()
-    trigger_groups = (
-        ((b"cpu",), UPDATE_TRIGGERS),
-        *(((b"cpu",), *group) for group in UPDATE_TRIGGER_GROUPS),
-    )
+    trigger_groups = requiring((b"cpu",), UPDATE_EVIDENCE)
     requires = (AveragingObjects, Devices, TrainingLoops)
 
     def finish(self) -> None:

@@ -11,6 +11,7 @@ from ..analysis.decays import DecaySettings
 from ..analysis.framework import FrameworkHooks
 from ..analysis.horizon import format_count, format_number, horizon
 from ..analysis.loops import MicroBatchFinding, Placement, TrainingLoops, accumulation_steps
+from ..analysis.triggers import AVERAGING_EVIDENCE, requiring
 from ..analysis.values import ValueResolver
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
@@ -113,12 +114,16 @@ class UpdateIgnoresAccumulation(Rule):
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.SAFE
     # Loop findings need a backward pass in the module; framework findings name their
-    # accumulation setting.
-    triggers = (
-        b"backward(",
-        b"accumulate_grad_batches",
-        b"gradient_accumulation_steps",
-        b"accumulative_counts",
+    # accumulation setting. Either AND an averaging object or update.
+    triggers = ()
+    trigger_groups = requiring(
+        (
+            b"backward(",
+            b"accumulate_grad_batches",
+            b"gradient_accumulation_steps",
+            b"accumulative_counts",
+        ),
+        AVERAGING_EVIDENCE,
     )
     requires = (AveragingObjects, TrainingLoops, FrameworkHooks, DecaySettings)
 

@@ -8,6 +8,7 @@ import libcst as cst
 
 from ..analysis.averaging import AveragingObject, AveragingObjects, Use
 from ..analysis.loops import BeforeStep, Placement, TrainingLoops
+from ..analysis.triggers import AVERAGING_EVIDENCE, requiring
 from ..diagnostics import Applicability, Fix, FixAvailability, FixScope
 from ..rule import Rule
 from ..statement_edits import move_after
@@ -86,7 +87,9 @@ class UpdateBeforeStep(Rule):
     summary = "Average updated before the optimizer step of the same iteration"
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.SAFE
-    triggers = (b"backward(",)  # a training loop needs a backward pass
+    triggers = ()
+    # a training loop needs a backward pass, AND an averaging object or update
+    trigger_groups = requiring((b"backward(",), AVERAGING_EVIDENCE)
     requires = (AveragingObjects, TrainingLoops)
 
     def finish(self) -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.apis import OBJECT_TRIGGERS
 from ..analysis.averaging import AveragingObjects
 from ..analysis.evaluation import Evaluation, EvaluationSites
 from ..analysis.modes import Mode, ModeTracker
+from ..analysis.triggers import OBJECT_EVIDENCE
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
 from ..statement_edits import call_statement
@@ -103,7 +103,8 @@ class AveragedModelInTrainMode(Rule):
     summary = "Averaged model evaluated in train mode (dropout on, batch statistics)"
     fix_availability = FixAvailability.ALWAYS
     fix_applicability = Applicability.SAFE
-    triggers = OBJECT_TRIGGERS
+    triggers = OBJECT_EVIDENCE.triggers
+    trigger_groups = OBJECT_EVIDENCE.groups
     requires = (AveragingObjects, EvaluationSites, ModeTracker)
 
     def finish(self) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.apis import OBJECT_TRIGGERS
 from ..analysis.averaging import AveragingObject, AveragingObjects, Use
 from ..analysis.trainable import OptimizerReach, TrainableCopies
+from ..analysis.triggers import OBJECT_EVIDENCE
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
 from ..statement_edits import call_statement
@@ -77,7 +77,8 @@ class ParamsTrainable(Rule):
     summary = "Averaged copy's parameters given to an optimizer"
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.SAFE
-    triggers = OBJECT_TRIGGERS
+    triggers = OBJECT_EVIDENCE.triggers
+    trigger_groups = OBJECT_EVIDENCE.groups
     requires = (AveragingObjects, TrainableCopies)
 
     def finish(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ..analysis.averaging import AveragingObject, AveragingObjects, Use
+from ..analysis.triggers import AVERAGING_EVIDENCE, requiring
 from ..analysis.wrappers import UNWRAP_ATTRIBUTE, ModelWrappers, Wrapping
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability
 from ..rule import Rule
@@ -76,14 +77,19 @@ class EmaOfWrappedModel(Rule):
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.SAFE
     # The wrappers, as the code spells them (torch.compile also imported on its own).
-    triggers = (
-        b"DataParallel",
-        b"torch.compile",
-        b"import compile",
-        b", compile",
-        b"compile as",
-        b".prepare(",
-        b"deepspeed",
+    # Their own evidence AND an averaging object or update.
+    triggers = ()
+    trigger_groups = requiring(
+        (
+            b"DataParallel",
+            b"torch.compile",
+            b"import compile",
+            b", compile",
+            b"compile as",
+            b".prepare(",
+            b"deepspeed",
+        ),
+        AVERAGING_EVIDENCE,
     )
     requires = (AveragingObjects, ModelWrappers)
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.averaging import UPDATE_TRIGGER_GROUPS, UPDATE_TRIGGERS, AveragingObjects
+from ..analysis.averaging import AveragingObjects
+from ..analysis.triggers import UPDATE_EVIDENCE
 from ..analysis.updates import InPlaceUpdate, InPlaceUpdates
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability
 from ..rule import Rule
@@ -83,8 +84,8 @@ class UpdateNotInPlace(Rule):
     summary = "Hand-written EMA update bound to a name, so the averaged weights never change"
     fix_availability = FixAvailability.ALWAYS
     fix_applicability = Applicability.SAFE
-    triggers = UPDATE_TRIGGERS
-    trigger_groups = UPDATE_TRIGGER_GROUPS
+    triggers = UPDATE_EVIDENCE.triggers
+    trigger_groups = UPDATE_EVIDENCE.groups
     requires = (InPlaceUpdates, AveragingObjects)
 
     def finish(self) -> None:

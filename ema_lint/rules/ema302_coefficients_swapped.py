@@ -7,8 +7,9 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from ..analysis.averaging import UPDATE_TRIGGER_GROUPS, UPDATE_TRIGGERS, AveragingObjects, tokens
+from ..analysis.averaging import AveragingObjects, tokens
 from ..analysis.horizon import describe_decay, format_number, horizon
+from ..analysis.triggers import UPDATE_EVIDENCE
 from ..analysis.updates import Coefficient, InPlaceUpdate, InPlaceUpdates, strip_tensor
 from ..analysis.values import ValueResolver
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
@@ -140,8 +141,8 @@ class CoefficientsSwapped(Rule):
     # The fix replaces coefficients only, but in the two-statement form (``e.mul_(1 - d)``
     # then ``e.add_(p, alpha=d)``) one of them is in the statement before the finding's.
     fix_scope = FixScope.VALUE
-    triggers = UPDATE_TRIGGERS
-    trigger_groups = UPDATE_TRIGGER_GROUPS
+    triggers = UPDATE_EVIDENCE.triggers
+    trigger_groups = UPDATE_EVIDENCE.groups
     requires = (InPlaceUpdates, AveragingObjects, ValueResolver)
 
     def finish(self) -> None:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.averaging import UPDATE_TRIGGER_GROUPS, UPDATE_TRIGGERS, AveragingObjects
+from ..analysis.averaging import AveragingObjects
 from ..analysis.grad_mode import GradMode
 from ..analysis.names import ImportTable
+from ..analysis.triggers import UPDATE_EVIDENCE
 from ..analysis.updates import GRAD_METHODS, InPlaceUpdate, InPlaceUpdates
 from ..analysis.values import ValueResolver
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
@@ -111,8 +112,8 @@ class UpdateTracksGradients(Rule):
     # The fix wraps the update's loop (or its statements) in a ``with`` block and may add
     # ``import torch``: it moves code, beyond the statement the finding is reported on.
     fix_scope = FixScope.MOVES
-    triggers = UPDATE_TRIGGERS
-    trigger_groups = UPDATE_TRIGGER_GROUPS
+    triggers = UPDATE_EVIDENCE.triggers
+    trigger_groups = UPDATE_EVIDENCE.groups
     requires = (InPlaceUpdates, AveragingObjects, GradMode, ImportTable)
 
     def finish(self) -> None:

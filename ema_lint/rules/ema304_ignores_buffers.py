@@ -7,14 +7,13 @@ import re
 import libcst as cst
 
 from ..analysis.averaging import (
-    UPDATE_TRIGGER_GROUPS,
-    UPDATE_TRIGGERS,
     AveragingObject,
     AveragingObjects,
     Use,
 )
 from ..analysis.names import dotted_name
 from ..analysis.norm_layers import NormLayers
+from ..analysis.triggers import UPDATE_EVIDENCE
 from ..analysis.updates import InPlaceUpdate, InPlaceUpdates
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability
 from ..rule import Rule
@@ -106,8 +105,8 @@ class IgnoresBuffers(Rule):
     summary = "Hand-made EMA copy averaged over parameters() only, leaving BatchNorm stats stale"
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.UNSAFE
-    triggers = UPDATE_TRIGGERS
-    trigger_groups = UPDATE_TRIGGER_GROUPS
+    triggers = UPDATE_EVIDENCE.triggers
+    trigger_groups = UPDATE_EVIDENCE.groups
     requires = (InPlaceUpdates, AveragingObjects, NormLayers)
 
     def finish(self) -> None:

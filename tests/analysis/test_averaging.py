@@ -87,13 +87,23 @@ from copy import deepcopy
 model_ema = copy.deepcopy(model).eval()
 backbone = deepcopy(model)
 frozen = deepcopy(model)
-for e, p in zip(frozen.parameters(), model.parameters()):
-    e.data.mul_(0.999).add_(p.data, alpha=0.001)
+merged = deepcopy(model)
+for e, p in zip(merged.parameters(), other.parameters()):
+    e.data.mul_(0.5).add_(p.data, alpha=0.5)
+
+def momentum_update(frozen, model):
+    for e, p in zip(frozen.parameters(), model.parameters()):
+        e.data.mul_(0.999).add_(p.data, alpha=0.001)
+
+momentum_update(frozen, model)
 shadow = {k: v.clone() for k, v in model.state_dict().items()}
 for k, v in model.state_dict().items():
     shadow[k] = 0.99 * shadow[k] + 0.01 * v
 """
     )
+    # ``merged`` is updated in place by an update nothing names as an average (model
+    # merging looks the same): not an averaging object. ``frozen`` is, through the function
+    # named for a momentum update.
     names = sorted(n for o in found.objects for n in o.names)
     assert names == ["frozen", "model_ema", "shadow"]
     frozen = by_name(found, "frozen")
@@ -305,7 +315,8 @@ def helper(a, b):
 
 
 def test_names_an_average_and_the_trigger_group_agree() -> None:
-    from ema_lint.analysis.averaging import UPDATE_TRIGGER_GROUPS, names_an_average
+    from ema_lint.analysis.averaging import names_an_average
+    from ema_lint.analysis.triggers import UPDATE_EVIDENCE
     from ema_lint.prefilter import PreFilter
     from ema_lint.rule import Rule
 
@@ -313,7 +324,7 @@ def test_names_an_average_and_the_trigger_group_agree() -> None:
         code = "EMA997"
         name = "probe"
         triggers = ()
-        trigger_groups = UPDATE_TRIGGER_GROUPS
+        trigger_groups = UPDATE_EVIDENCE.groups
 
     prefilter = PreFilter([Probe])
     for name in (

@@ -165,7 +165,7 @@ def test_stdin_fix_prints_the_fixed_source(run, project: Path) -> None:
 
 
 def test_stdin_that_is_not_text(run, project: Path) -> None:
-    result = run("-", stdin=b"\x00\xff\xfe ModelEmaV2 \x00", cwd=project)
+    result = run("-", stdin=b"\x00\xff\xfe timm.ModelEmaV2 \x00", cwd=project)
     assert result.code == 1
     assert "EMA901" in result.out
 
@@ -188,7 +188,7 @@ def test_syntax_error_is_ema901_and_the_rest_goes_on(run, project: Path) -> None
 
 
 def test_invalid_encoding_is_ema901(run, project: Path) -> None:
-    (project / "latin.py").write_bytes(b"# ModelEmaV2\nx = '\xe9'\n")
+    (project / "latin.py").write_bytes(b"# timm ModelEmaV2\nx = '\xe9'\n")
     result = run("latin.py", cwd=project)
     assert "latin.py:2:6: EMA901 cannot decode as utf-8" in result.out
 

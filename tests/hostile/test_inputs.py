@@ -54,7 +54,7 @@ def test_nul_byte_is_ema901_at_the_byte(run, project: Path) -> None:
 
 def test_binary_content_is_ema901(run, project: Path) -> None:
     path = project / "weights.py"
-    path.write_bytes(bytes(range(256)) * 40 + b"ModelEmaV2" + bytes(range(255, -1, -1)))
+    path.write_bytes(bytes(range(256)) * 40 + b"timm.ModelEmaV2" + bytes(range(255, -1, -1)))
     code, out = _untouched(path, run)
     assert code == 1
     [line] = [x for x in out.splitlines() if "EMA901" in x]

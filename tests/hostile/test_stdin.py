@@ -29,10 +29,10 @@ def _fix_stdin(data: bytes, monkeypatch: pytest.MonkeyPatch, cwd: Path) -> tuple
     "data",
     [
         b"",
-        b"\x00\xff\xfe ModelEmaV2 \x00",
+        b"\x00\xff\xfe timm.ModelEmaV2 \x00",
         b"from timm.utils import ModelEmaV2\nema = ModelEmaV2(\n",
-        b"# ModelEmaV2\nx = '\xe9'\n",
-        b"x = " + b"(" * 5000 + b"ModelEmaV2" + b")" * 5000 + b"\n",
+        b"# timm ModelEmaV2\nx = '\xe9'\n",
+        b"x = " + b"(" * 5000 + b"timm.ModelEmaV2" + b")" * 5000 + b"\n",
     ],
     ids=["empty", "binary", "syntax-error", "invalid-utf8", "too-deep"],
 )

@@ -14,6 +14,7 @@ from ema_lint.prefilter import (
     component,
     identifier,
     identifier_components,
+    names,
 )
 from ema_lint.rule import Rule
 from tests.fixture_cases import all_cases
@@ -33,6 +34,16 @@ def test_every_fixture_with_a_finding_passes_the_union_of_all_rules() -> None:
         assert union.matches(data), case.id
         assert union.matches(data.decode("utf-8")), case.id
         assert PreFilter.default().matches(data), case.id
+
+
+def test_every_fixture_with_a_finding_passes_the_filter_of_that_rule_alone() -> None:
+    """``--select EMA204`` filters with EMA204's triggers only: each must admit its cases."""
+    by_code = registry.by_code()
+    for case in all_cases():
+        data = case.path.read_bytes()
+        for code in {c for c, _, _ in case.expected() if not registry.is_internal(c)}:
+            assert PreFilter([by_code[code]]).matches(data), (case.id, code)
+            assert PreFilter([by_code[code]]).matches(data.decode("utf-8")), (case.id, code)
 
 
 def test_default_is_the_union_of_every_registered_rule() -> None:
@@ -163,3 +174,52 @@ def test_literal_union_is_exactly_any_substring(
     f = PreFilter([_rule(*triggers)])
     expected = any(t in data for t in triggers) if triggers else True
     assert f.matches(data) is expected
+
+
+def _grouped(*groups: tuple[tuple[bytes, ...], ...]) -> type[Rule]:
+    attributes = {"code": "EMA999", "name": "grouped", "triggers": (), "trigger_groups": groups}
+    return type("Grouped", (Rule,), attributes)
+
+
+def test_an_api_is_found_through_its_package() -> None:
+    """An API's name admits a file only with its package (its import spells it)."""
+    from ema_lint.analysis.triggers import OBJECT_EVIDENCE
+
+    f = PreFilter([_grouped(*OBJECT_EVIDENCE.groups)])
+    assert f.matches(b"from ema_pytorch import EMA\nema = EMA(model)\n")
+    assert f.matches(b"import ema_pytorch as ep\nema = ep.EMA(model)\n")
+    assert f.matches(b"from timm.utils import ModelEmaV3 as E\n")
+    assert not f.matches(b"# EMA of the weights\nEMA = 0.999\n")  # no package
+    assert not f.matches(b"from .ema import EMA\n")  # a relative import resolves to nothing
+    # A registry name needs no import: configs name the hook as a string.
+    g = PreFilter([type("R", (Rule,), {"code": "EMA999", "triggers": OBJECT_EVIDENCE.triggers})])
+    assert g.matches(b"custom_hooks = [dict(type='EMAHook', momentum=0.1)]\n")
+
+
+def test_a_deepcopy_counts_only_with_an_averaged_name() -> None:
+    from ema_lint.analysis.triggers import OBJECT_EVIDENCE
+
+    f = PreFilter([_grouped(*OBJECT_EVIDENCE.groups)])
+    assert f.matches(b"import copy\nmodel_ema = copy.deepcopy(model)\n")
+    assert f.matches(b"import copy\nself.encoder_k = copy.deepcopy(self.encoder_q)\n")
+    assert f.matches(b"import copy\ntgt_net = copy.deepcopy(net)\n")
+    assert f.matches(b"import copy\nm = copy.deepcopy(x)\ndef soft_update(a, b): ...\n")
+    assert not f.matches(b"import copy\nbest = copy.deepcopy(model)\ntarget = y\n")
+    assert not f.matches(b"import copy\nm = copy.deepcopy(model)  # schema, remaining\n")
+
+
+def test_names_trigger_runs_its_test_on_the_files_identifiers() -> None:
+    seen: list[str] = []
+
+    def probe_name(name: str) -> bool:
+        seen.append(name)
+        return name == "net_target_x"
+
+    f = PreFilter([_rule(names(probe_name, ["target"]))])
+    assert f.matches(b"a = net_target_x\n") and f.matches("a = net_target_x\n")
+    assert not f.matches(b"targets = net_target_y\n")
+    seen.clear()
+    assert not f.matches(b"nothing here at all\n")
+    assert seen == []  # no word of the test: no identifier tested
+    with pytest.raises(ValueError):
+        names(probe_name, ["Target"])

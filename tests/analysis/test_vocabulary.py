@@ -1,0 +1,99 @@
+"""The naming vocabulary: the analysis and the pre-filter test names with the same functions."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ema_lint.analysis.vocabulary import (
+    AVERAGED_NAME,
+    AVERAGED_NAME_WORDS,
+    AVERAGED_WORDS,
+    NAMED_AVERAGE,
+    TARGET_PAIRS,
+    TEACHER_PAIRS,
+    average_word_identifier,
+    averaged_identifier,
+    is_averaged_name,
+    names_an_average,
+)
+from ema_lint.prefilter import PreFilter
+from ema_lint.rule import Rule
+
+
+def _filter(*triggers: bytes) -> PreFilter:
+    return PreFilter([type("Probe", (Rule,), {"code": "EMA999", "triggers": triggers})])
+
+
+def test_every_pair_holds_a_gate_word() -> None:
+    assert set(AVERAGED_WORDS) <= set(AVERAGED_NAME_WORDS)
+    for pair in (*TEACHER_PAIRS, *TARGET_PAIRS):
+        assert set(pair) & set(AVERAGED_NAME_WORDS), pair
+
+
+def test_pairs_count_inside_one_identifier() -> None:
+    assert is_averaged_name("self.encoder_k")
+    assert is_averaged_name("target_net")
+    assert is_averaged_name("q_target")
+    assert is_averaged_name("models['ema']")
+    assert not is_averaged_name("target[net]")  # two names, not a target network
+    assert not is_averaged_name("model[k]")
+    assert not is_averaged_name("model_k")  # ``k`` with ``model`` is too common a pair
+    assert not is_averaged_name("targets")
+
+
+_WORDS = st.sampled_from(
+    [
+        *AVERAGED_NAME_WORDS,
+        *(w for pair in (*TEACHER_PAIRS, *TARGET_PAIRS) for w in pair),
+        "model",
+        "schema",
+        "remain",
+        "em",
+        "a",
+        "x",
+        "2",
+        "v",
+    ]
+)
+
+
+@st.composite
+def _identifiers(draw: st.DrawFn) -> str:
+    parts = draw(st.lists(_WORDS, min_size=1, max_size=4))
+    style = draw(st.sampled_from(["snake", "camel", "upper", "joined"]))
+    if style == "snake":
+        name = "_".join(parts)
+    elif style == "camel":
+        name = parts[0] + "".join(p.capitalize() for p in parts[1:])
+    elif style == "upper":
+        name = "_".join(parts).upper()
+    else:
+        name = "".join(parts)
+    return name if not name[0].isdigit() else "_" + name
+
+
+@given(_identifiers(), st.sampled_from(["x = {}\n", "self.{}.update()", "d['{}']", "({})"]))
+def test_the_name_triggers_admit_every_name_the_tests_accept(name: str, shape: str) -> None:
+    text = shape.format(name)
+    if averaged_identifier(name):
+        assert _filter(AVERAGED_NAME).matches(text), name
+        assert _filter(AVERAGED_NAME).matches(text.encode()), name
+    if average_word_identifier(name):
+        assert _filter(NAMED_AVERAGE).matches(text), name
+    # The analysis' tests of a whole expression reduce to these, name by name.
+    assert is_averaged_name(text) == any(averaged_identifier(n) for n in _names(text))
+    assert names_an_average(name) == (average_word_identifier(name) or _compound(name)), name
+
+
+def _names(text: str) -> list[str]:
+    import re
+
+    last = text.rsplit(".", 1)[-1]
+    return re.findall(r"[A-Za-z_][A-Za-z0-9_]*", last)
+
+
+def _compound(name: str) -> bool:
+    from ema_lint.analysis.vocabulary import AVERAGE_COMPOUNDS
+
+    return any(c in name for c in AVERAGE_COMPOUNDS)
