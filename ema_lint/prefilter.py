@@ -42,7 +42,7 @@ import hashlib
 import importlib
 import re
 from collections.abc import Callable, Iterable
-from functools import cached_property, lru_cache
+from functools import cache, cached_property, lru_cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -114,12 +114,33 @@ _IDENTIFIERS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _IDENTIFIERS_BYTES = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def _any_name(data: Any, test: Callable[[str], bool]) -> bool:
-    """Whether an identifier of ``data`` (bytes or text) passes ``test``."""
+def _any_name(data: Any, trigger: Names) -> bool:
+    """Whether an identifier of ``data`` (bytes or text) passes the trigger's test.
+
+    Only identifiers holding one of its words (in any case) can pass: the distinct
+    identifiers are joined into one lower-cased text, the words are found there in one
+    regular-expression pass, and only the identifiers around a hit are tested."""
     if isinstance(data, str):
-        found = set(_IDENTIFIERS.findall(data))
-        return any(test(name) for name in found)
-    return any(test(name.decode("ascii")) for name in set(_IDENTIFIERS_BYTES.findall(data)))
+        joined = "\n".join(set(_IDENTIFIERS.findall(data)))
+    else:
+        joined = b"\n".join(set(_IDENTIFIERS_BYTES.findall(data))).decode("ascii")
+    lower = joined.lower()
+    test = trigger.test
+    tested: set[int] = set()
+    for hit in _words_expression(trigger.words).finditer(lower):
+        start = lower.rfind("\n", 0, hit.start()) + 1
+        if start in tested:
+            continue
+        tested.add(start)
+        end = lower.find("\n", hit.end())
+        if test(joined[start : end if end >= 0 else len(joined)]):
+            return True
+    return False
+
+
+@cache
+def _words_expression(words: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(re.escape(w) for w in sorted(words, key=len, reverse=True)))
 
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -199,7 +220,7 @@ class _Plan:
     ):
         # A name test runs only where one of its words stands as an identifier component.
         tests = [
-            (core, source, t.test)
+            (core, source, t)
             for t in name_tests
             for word in t.words
             for core, source in _component_expressions(word)
@@ -218,8 +239,8 @@ class _Plan:
                 attached[next(g for g in gates if g in text)][0].append(text)
         for core, expression in expressions:
             attached[next(g for g in gates if g in core)][1].append(expression)
-        for core, source, test in tests:
-            attached[next(g for g in gates if g in core)][2].append((source, test))
+        for core, source, trigger in tests:
+            attached[next(g for g in gates if g in core)][2].append((source, trigger))
 
         def encode(text: str) -> Any:
             # latin-1 maps code points 0-255 to the same bytes: triggers round-trip.
@@ -233,17 +254,21 @@ class _Plan:
             literals, sources, gated = attached[gate]
             # One search per expression: an alternation would lose the literal-prefix scan.
             searches = tuple(re.compile(encode(source)).search for source in sources)
-            named = tuple((re.compile(encode(source)).search, test) for source, test in gated)
+            named = tuple((re.compile(encode(source)).search, name) for source, name in gated)
             steps.append((encode(gate), tuple(encode(t) for t in literals), searches, named))
         self.steps = tuple(steps)
 
-    def matches(self, data: Any, names: dict[Callable[[str], bool], bool] | None = None) -> bool:
-        """Whether ``data`` holds a trigger; ``names`` remembers the name tests already run
-        on this data (by this plan or another one)."""
-        if names is None:
-            names = {}
+    def matches(self, data: Any, seen: dict[Any, bool] | None = None) -> bool:
+        """Whether ``data`` holds a trigger. ``seen`` remembers, for this data, which gates
+        are present and which name tests passed, across the plans of one filter: the same
+        gate (``EMA``) serves several sets, and a scan of a file is the cost to save."""
+        if seen is None:
+            seen = {}
         for gate, literals, searches, gated in self.steps:
-            if gate in data:
+            present = seen.get(gate)
+            if present is None:
+                present = seen[gate] = gate in data
+            if present:
                 if literals is None:
                     return True
                 for text in literals:
@@ -252,13 +277,13 @@ class _Plan:
                 for search in searches:
                     if search(data) is not None:
                         return True
-                for word, test in gated:
+                for word, trigger in gated:
                     # A test runs once per file, whichever of its words is found first.
-                    found = names.get(test)
+                    found = seen.get(trigger)
                     if found is None:
                         if word(data) is None:
                             continue
-                        found = names[test] = _any_name(data, test)
+                        found = seen[trigger] = _any_name(data, trigger)
                     if found:
                         return True
         return False
@@ -361,15 +386,15 @@ class PreFilter:
         if isinstance(data, str) and self._text_via_bytes:
             data = data.encode("utf-8", "surrogatepass")
         plan = self._text if isinstance(data, str) else self._bytes
-        names: dict[Callable[[str], bool], bool] = {}
-        if plan.matches(data, names):
+        seen: dict[Any, bool] = {}
+        if plan.matches(data, seen):
             return True
         known: dict[int, bool] = {}
         for group in self._groups:
             for part in group:
                 found = known.get(id(part))
                 if found is None:
-                    found = known[id(part)] = part.matches(data, names)
+                    found = known[id(part)] = part.matches(data, seen)
                 if not found:
                     break
             else:
@@ -399,11 +424,9 @@ class _TokenSet:
         self._bytes = _Plan(kept, expressions, bytes, name_tests)
         self._text = _Plan(kept, expressions, str, name_tests)
 
-    def matches(
-        self, data: bytes | str, names: dict[Callable[[str], bool], bool] | None = None
-    ) -> bool:
+    def matches(self, data: bytes | str, seen: dict[Any, bool] | None = None) -> bool:
         plan = self._text if isinstance(data, str) else self._bytes
-        return plan.matches(data, {} if names is None else names)
+        return plan.matches(data, {} if seen is None else seen)
 
 
 @lru_cache(maxsize=1)
