@@ -35,9 +35,10 @@ import hashlib
 import re
 from collections.abc import Iterable
 from functools import cached_property, lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .rule import Rule
+if TYPE_CHECKING:  # a filter is built from rule classes or from their manifest entries
+    from .rule import Rule
 
 
 class Identifier(bytes):
