@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from . import registry
-from .engine import FileSettings
-from .rule import OptionError, Rule, rule_options_from
+from .file_settings import FileSettings
+from .options import OptionError, rule_options_from
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -137,7 +137,7 @@ def parse_config(path: Path, data: Mapping[str, Any]) -> ConfigFile:
     """Validate one configuration table."""
     config = ConfigFile(path=path, root=path.parent.resolve())
     for key, value in data.items():
-        rule = registry.lookup(key)
+        rule = registry.info(key)
         if rule is not None:
             if not isinstance(value, Mapping):
                 raise ConfigError(f"{path}: '{key}' must be a table of options for {rule.name}")
@@ -169,9 +169,10 @@ def parse_config(path: Path, data: Mapping[str, Any]) -> ConfigFile:
     return config
 
 
-def load_config(path: Path) -> ConfigFile:
-    """A configuration file named explicitly (``--config``)."""
-    data = _load_toml(path)
+def load_config(path: Path, data: Mapping[str, Any] | None = None) -> ConfigFile:
+    """A configuration file named explicitly (``--config``), or found (``data``: its table)."""
+    if data is None:
+        data = _load_toml(path)
     section = _section(path, data)
     if section is None:
         if path.name == "pyproject.toml":
@@ -182,19 +183,52 @@ def load_config(path: Path) -> ConfigFile:
 
 def find_config_file(directory: Path) -> Path | None:
     """The configuration file that governs ``directory``: the nearest one above it."""
-    for folder in (directory, *directory.parents):
+    return ConfigFinder().find(directory)
+
+
+class ConfigFinder:
+    """``find_config_file`` with memory: each folder is looked at, and each pyproject.toml
+    read, once per run however many files and folders below it are asked about."""
+
+    def __init__(self) -> None:
+        self._by_dir: dict[Path, Path | None] = {}
+        self.tables: dict[Path, Mapping[str, Any]] = {}  # pyproject.toml files read
+
+    def find(self, directory: Path) -> Path | None:
+        """The nearest configuration file at or above ``directory`` (an absolute path)."""
+        pending: list[Path] = []
+        found: Path | None = None
+        folder = directory
+        while True:
+            if folder in self._by_dir:
+                found = self._by_dir[folder]
+                break
+            pending.append(folder)
+            found = self._here(folder)
+            if found is not None:
+                break
+            parent = folder.parent
+            if parent == folder:
+                break
+            folder = parent
+        for seen in pending:  # every folder walked through is governed by what was found
+            self._by_dir[seen] = found
+        return found
+
+    def _here(self, folder: Path) -> Path | None:
         for name in CONFIG_NAMES:
             candidate = folder / name
             if not candidate.is_file():
                 continue
             if name == "pyproject.toml":
                 try:
-                    if _section(candidate, _load_toml(candidate)) is None:
+                    data = self.tables[candidate] = _load_toml(candidate)
+                    if _section(candidate, data) is None:
                         continue
                 except ConfigError:
                     return candidate  # broken: let the loader report it
             return candidate
-    return None
+        return None
 
 
 def _matches(pattern: str, relative: str, name: str) -> bool:
@@ -211,6 +245,9 @@ def _relative(path: Path, root: Path) -> str:
         return (path.parent.resolve() / path.name).relative_to(root).as_posix()
     except (ValueError, OSError, RuntimeError):
         return path.as_posix()
+
+
+_UNRESOLVABLE = Path("\0unresolvable")
 
 
 class Settings:
@@ -231,6 +268,8 @@ class Settings:
         self._by_spelling: dict[str, ConfigFile] = {}
         self._by_file: dict[Path, ConfigFile] = {}
         self._file_settings: dict[tuple[Path | None, tuple[str, ...]], FileSettings] = {}
+        self._finder = ConfigFinder()
+        self._resolved: dict[str, Path] = {}
         self._validate_overrides()
         if config_path is not None:
             self._fixed = load_config(config_path)
@@ -247,10 +286,13 @@ class Settings:
             _check_selectors("command line", key, values)
 
     # Which configuration governs a path -----------------------------------------------------
-    def config_for(self, path: Path) -> ConfigFile:
+    def config_for(self, path: Path, *, is_dir: bool | None = None) -> ConfigFile:
+        """The configuration governing ``path``; ``is_dir`` spares a stat when it is known."""
         if self._fixed is not None:
             return self._fixed
-        directory = path if path.is_dir() else path.parent
+        if is_dir is None:
+            is_dir = path.is_dir()
+        directory = path if is_dir else path.parent
         # Resolving costs a system call per folder: once per folder as spelled is enough.
         spelled = str(directory)
         found = self._by_spelling.get(spelled)
@@ -261,14 +303,14 @@ class Settings:
         if found is not None:
             self._by_spelling[spelled] = found
             return found
-        config_file = find_config_file(directory)
+        config_file = self._finder.find(directory)
         if config_file is None:
             config = ConfigFile(root=Path.cwd())
         elif config_file in self._by_file:
             config = self._by_file[config_file]
         else:
             try:
-                config = load_config(config_file)
+                config = load_config(config_file, self._finder.tables.get(config_file))
             except ConfigError as error:
                 self.errors.append(str(error))
                 config = ConfigFile(path=config_file, root=config_file.parent.resolve())
@@ -283,8 +325,8 @@ class Settings:
             self.config_for(path)
 
     # Exclusion ------------------------------------------------------------------------------
-    def excluded(self, path: Path) -> bool:
-        config = self.config_for(path)
+    def excluded(self, path: Path, *, is_dir: bool | None = None) -> bool:
+        config = self.config_for(path, is_dir=is_dir)
         o = self.overrides
         if o.exclude is not None:
             patterns = list(o.exclude)
@@ -297,17 +339,34 @@ class Settings:
         relative, name = "", path.name
         for pattern in patterns:
             if not relative and "/" in pattern.rstrip("/"):
-                relative = _relative(path, config.root)
+                relative = self._relative(path, config.root)
             if _matches(pattern, relative, name):
                 return True
         return False
+
+    def _relative(self, path: Path, root: Path) -> str:
+        """``_relative``, resolving each folder once (not once per file in it)."""
+        spelled = str(path.parent)
+        parent = self._resolved.get(spelled)
+        if parent is None:
+            try:
+                parent = path.parent.resolve()
+            except (OSError, RuntimeError):
+                parent = _UNRESOLVABLE
+            self._resolved[spelled] = parent
+        if parent is _UNRESOLVABLE:
+            return path.as_posix()
+        try:
+            return (parent / path.name).relative_to(root).as_posix()
+        except ValueError:
+            return path.as_posix()
 
     # Rules ----------------------------------------------------------------------------------
     def for_file(self, path: Path | None) -> FileSettings:
         config = self.config_for(path) if path is not None else (self._fixed or ConfigFile())
         ignored_here: list[str] = []
         if path is not None and (config.per_file_ignores or self.overrides.per_file_ignores):
-            relative = _relative(path, config.root)
+            relative = self._relative(path, config.root)
             for source in (config.per_file_ignores, self.overrides.per_file_ignores):
                 for pattern, codes in source.items():
                     if _matches(pattern, relative, path.name):
@@ -336,9 +395,8 @@ class Settings:
         ignored |= extra
         # ema-lint's own errors (EMA9xx) ignore ``select``: they are dropped only if ignored.
         ignored_final = frozenset(ignored)
-        rules: tuple[type[Rule], ...] = tuple(
-            registry.by_code()[c] for c in sorted(codes) if not registry.is_internal(c)
-        )
+        # By code: the rule classes are imported only if a file reaches the engine.
+        enabled = tuple(c for c in sorted(codes) if not registry.is_internal(c))
         options: dict[str, dict[str, Any]] = {}
         for name, values in config.rule_options.items():
             options.setdefault(name, {}).update(values)
@@ -346,7 +404,7 @@ class Settings:
             options.setdefault(name, {}).update(values)
         unsafe = o.unsafe_fixes if o.unsafe_fixes is not None else bool(config.unsafe_fixes)
         return FileSettings(
-            rules=rules,
+            codes=enabled,
             options=options,
             noqa=o.noqa,
             unsafe_fixes=unsafe,
@@ -361,7 +419,7 @@ def parse_rule_option(text: str) -> tuple[str, str, str]:
     rule_text, dot, option = head.rpartition(".")
     if not sep or not dot:
         raise ConfigError(f"--option expects RULE.OPTION=VALUE, got {text!r}")
-    rule = registry.lookup(rule_text)
+    rule = registry.info(rule_text)
     if rule is None:
         raise ConfigError(f"--option: unknown rule {rule_text!r}")
     return rule.name, option, value

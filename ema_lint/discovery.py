@@ -80,12 +80,14 @@ def discover(
 
         for directory, dirnames, filenames in os.walk(root, onerror=on_error):
             base = Path(directory)
-            dirnames[:] = sorted(d for d in dirnames if not settings.excluded(base / d))
+            dirnames[:] = sorted(
+                d for d in dirnames if not settings.excluded(base / d, is_dir=True)
+            )
             for name in sorted(filenames):
                 if not name.endswith(suffixes):
                     continue
                 path = base / name
-                if settings.excluded(path):
+                if settings.excluded(path, is_dir=False):
                     continue
                 add(path, walked=True)
     return found

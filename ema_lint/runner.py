@@ -17,16 +17,23 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from . import engine, sources
 from .cache import Cache, StatIndex, content_hash, portable, settings_key
 from .config import Settings
 from .diagnostics import Diagnostic
 from .discovery import discover
+from .file_settings import FileSettings
 from .pool import LazyPool
 from .prefilter import PreFilter
 from .reporters import RunResult
 from .writer import atomic_write
+
+if TYPE_CHECKING:
+    from . import sources
+
+# The engine (libcst and the rules) is imported only for a file that has to be parsed: a
+# run whose files are all settled by the pre-filter or the cache never loads it.
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,8 @@ def read_source(path: Path) -> bytes:
 
 
 def _decode_for_diff(data: bytes) -> list[str]:
+    from . import engine
+
     return engine.source_lines(data).text.splitlines(keepends=True)
 
 
@@ -68,10 +77,10 @@ def unified_diff(path: str, old: bytes, new: bytes) -> str:
     )
 
 
-def process_source(
-    data: bytes, display: str, settings: engine.FileSettings, mode: Mode
-) -> FileOutcome:
+def process_source(data: bytes, display: str, settings: FileSettings, mode: Mode) -> FileOutcome:
     """Lint or fix one file's bytes."""
+    from . import engine, sources
+
     source = sources.for_path(display)
     if source is not None:
         return _process_other(source, data, display, settings, mode)
@@ -99,7 +108,7 @@ def process_source(
 
 
 def _process_other(
-    source: sources.Source, data: bytes, display: str, settings: engine.FileSettings, mode: Mode
+    source: sources.Source, data: bytes, display: str, settings: FileSettings, mode: Mode
 ) -> FileOutcome:
     """Notebooks and YAML configs: their source maps findings and fixes back into the file."""
     if mode.fixing:
@@ -114,9 +123,7 @@ def _process_other(
     return outcome
 
 
-def _process_data(
-    path: Path, data: bytes, file_settings: engine.FileSettings, mode: Mode
-) -> FileOutcome:
+def _process_data(path: Path, data: bytes, file_settings: FileSettings, mode: Mode) -> FileOutcome:
     display = str(path)
     outcome = process_source(data, display, file_settings, mode)
     if outcome.new_data is not None and mode.fix and not mode.diff:
@@ -150,8 +157,9 @@ _PREFILTERS: dict[tuple, PreFilter] = {}
 PYTHON_SUFFIXES = (".py", ".pyi")
 
 
-def _prefilter(file_settings: engine.FileSettings) -> PreFilter:
-    rules = file_settings.visitor_rules()
+def _prefilter(file_settings: FileSettings) -> PreFilter:
+    # Built from the rules' manifest entries: the rule classes need not be imported.
+    rules = file_settings.filter_rules()
     found = _PREFILTERS.get(rules)
     if found is None:
         found = _PREFILTERS[rules] = PreFilter(rules)
@@ -175,7 +183,7 @@ def _cacheable(outcome: FileOutcome, mode: Mode) -> bool:
 def _settle(
     path: Path,
     data: bytes,
-    file_settings: engine.FileSettings,
+    file_settings: FileSettings,
     mode: Mode,
     cache: Cache | None,
 ) -> tuple[FileOutcome | None, str | None]:
@@ -194,7 +202,7 @@ def _settle(
 
 
 def _from_cache(
-    digest: str, display: str, file_settings: engine.FileSettings, mode: Mode, cache: Cache
+    digest: str, display: str, file_settings: FileSettings, mode: Mode, cache: Cache
 ) -> FileOutcome | None:
     found = cache.get(digest, settings_key(file_settings, display, mode.text_edits), display)
     if found is None:
@@ -207,7 +215,7 @@ def _from_cache(
 def _settle_known(
     verdict: str,
     path: Path,
-    file_settings: engine.FileSettings,
+    file_settings: FileSettings,
     mode: Mode,
     cache: Cache,
 ) -> FileOutcome | None:
@@ -235,7 +243,7 @@ def _init_worker(mode: Mode, cache: Cache | None) -> None:
     _worker_state = (mode, cache)
 
 
-def _engine_task(task: tuple[str, engine.FileSettings]) -> FileOutcome:
+def _engine_task(task: tuple[str, FileSettings]) -> FileOutcome:
     assert _worker_state is not None
     mode, cache = _worker_state
     name, file_settings = task
@@ -263,7 +271,7 @@ def check_files(
 ) -> list[FileOutcome]:
     """The outcome of every file, in the order given."""
     outcomes: list[FileOutcome | None] = [None] * len(files)
-    pool: LazyPool[tuple[str, engine.FileSettings], FileOutcome] = LazyPool(
+    pool: LazyPool[tuple[str, FileSettings], FileOutcome] = LazyPool(
         _engine_task, jobs, _init_worker, (mode, cache)
     )
     try:
@@ -281,7 +289,7 @@ def _dispatch(
     settings: Settings,
     mode: Mode,
     cache: Cache | None,
-    pool: LazyPool[tuple[str, engine.FileSettings], FileOutcome],
+    pool: LazyPool[tuple[str, FileSettings], FileOutcome],
     outcomes: list[FileOutcome | None],
 ) -> None:
     """Settle what the parent can; submit the rest to the pool."""
