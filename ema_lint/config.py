@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -238,6 +239,27 @@ def _matches(pattern: str, relative: str, name: str) -> bool:
     return fnmatch.fnmatchcase(relative, pattern) or fnmatch.fnmatchcase(relative, pattern + "/*")
 
 
+class _Excludes:
+    """A list of exclude patterns as two expressions: on the name, on the relative path.
+
+    Matches exactly what ``_matches`` does pattern by pattern (fnmatch semantics), in one
+    regular-expression call per kind instead of one per pattern.
+    """
+
+    def __init__(self, patterns: Sequence[str]) -> None:
+        names = [p.rstrip("/") for p in patterns if "/" not in p.rstrip("/")]
+        paths = [p.strip("/") for p in patterns if "/" in p.rstrip("/")]
+        self.by_name = self._compile(names)
+        self.by_path = self._compile([*paths, *(p + "/*" for p in paths)])
+
+    @staticmethod
+    def _compile(patterns: Sequence[str]) -> Any:
+        if not patterns:
+            return None
+        # Each translation ends in \Z: ``match`` anchors it at both ends.
+        return re.compile("|".join(fnmatch.translate(p) for p in patterns)).match
+
+
 def _relative(path: Path, root: Path) -> str:
     try:
         # The folder is resolved, not the file itself: a symbolic link is judged by its own
@@ -247,7 +269,7 @@ def _relative(path: Path, root: Path) -> str:
         return path.as_posix()
 
 
-_UNRESOLVABLE = Path("\0unresolvable")
+_OUTSIDE = "\0outside"  # a folder not below the configuration's root, or unresolvable
 
 
 class Settings:
@@ -269,7 +291,8 @@ class Settings:
         self._by_file: dict[Path, ConfigFile] = {}
         self._file_settings: dict[tuple[Path | None, tuple[str, ...]], FileSettings] = {}
         self._finder = ConfigFinder()
-        self._resolved: dict[str, Path] = {}
+        self._resolved: dict[tuple[str, Path], str] = {}
+        self._excludes: dict[int, tuple[ConfigFile, _Excludes]] = {}
         self._validate_overrides()
         if config_path is not None:
             self._fixed = load_config(config_path)
@@ -327,39 +350,39 @@ class Settings:
     # Exclusion ------------------------------------------------------------------------------
     def excluded(self, path: Path, *, is_dir: bool | None = None) -> bool:
         config = self.config_for(path, is_dir=is_dir)
-        o = self.overrides
-        if o.exclude is not None:
-            patterns = list(o.exclude)
-        elif config.exclude is not None:
-            patterns = list(config.exclude)
-        else:
-            patterns = list(DEFAULT_EXCLUDES)
-        patterns += config.extend_exclude + o.extend_exclude
+        matcher = self._excludes.get(id(config))
+        if matcher is None:
+            o = self.overrides
+            if o.exclude is not None:
+                patterns = list(o.exclude)
+            elif config.exclude is not None:
+                patterns = list(config.exclude)
+            else:
+                patterns = list(DEFAULT_EXCLUDES)
+            patterns += config.extend_exclude + o.extend_exclude
+            matcher = self._excludes[id(config)] = (config, _Excludes(patterns))
+        excludes = matcher[1]
+        if excludes.by_name is not None and excludes.by_name(path.name):
+            return True
         # Resolving the path costs a system call per folder: only patterns with a "/" need it.
-        relative, name = "", path.name
-        for pattern in patterns:
-            if not relative and "/" in pattern.rstrip("/"):
-                relative = self._relative(path, config.root)
-            if _matches(pattern, relative, name):
-                return True
+        if excludes.by_path is not None:
+            return excludes.by_path(self._relative(path, config.root)) is not None
         return False
 
     def _relative(self, path: Path, root: Path) -> str:
         """``_relative``, resolving each folder once (not once per file in it)."""
-        spelled = str(path.parent)
-        parent = self._resolved.get(spelled)
-        if parent is None:
+        key = (str(path.parent), root)
+        folder = self._resolved.get(key)
+        if folder is None:
             try:
-                parent = path.parent.resolve()
-            except (OSError, RuntimeError):
-                parent = _UNRESOLVABLE
-            self._resolved[spelled] = parent
-        if parent is _UNRESOLVABLE:
-            return path.as_posix()
-        try:
-            return (parent / path.name).relative_to(root).as_posix()
-        except ValueError:
-            return path.as_posix()
+                relative = path.parent.resolve().relative_to(root).as_posix()
+                folder = "" if relative == "." else relative + "/"
+            except (ValueError, OSError, RuntimeError):
+                folder = _OUTSIDE
+            self._resolved[key] = folder
+        if folder is _OUTSIDE:
+            return _relative(path, root)  # as it was: the rare case, not worth a shortcut
+        return folder + path.name
 
     # Rules ----------------------------------------------------------------------------------
     def for_file(self, path: Path | None) -> FileSettings:

@@ -6,9 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ema_lint import config as config_module
-from ema_lint.config import ConfigFinder, Overrides, Settings, find_config_file
+from ema_lint.config import (
+    ConfigFinder,
+    Overrides,
+    Settings,
+    _Excludes,
+    _matches,
+    find_config_file,
+)
 from ema_lint.discovery import discover
 from tests.samples import BAD
 
@@ -98,3 +107,19 @@ def test_discovery_reads_each_config_once(tmp_path: Path, toml_reads) -> None:
     found = discover([tmp_path], settings)
     assert len(found.files) == 5 * 4 and not any("pkg1" in str(p) for p in found.files)
     assert toml_reads == [tmp_path / "pyproject.toml"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    patterns=st.lists(st.text(alphabet="ab*?/.[]!", min_size=1, max_size=6), max_size=4),
+    relative=st.text(alphabet="ab/.", min_size=1, max_size=8),
+)
+def test_compiled_excludes_match_what_each_pattern_matches(
+    patterns: list[str], relative: str
+) -> None:
+    name = relative.rsplit("/", 1)[-1]
+    excludes = _Excludes(patterns)
+    compiled = bool(excludes.by_name and excludes.by_name(name)) or bool(
+        excludes.by_path and excludes.by_path(relative)
+    )
+    assert compiled == any(_matches(p, relative, name) for p in patterns)
