@@ -383,6 +383,11 @@ class StatIndex:
             st = os.stat(path)
         except OSError:
             return None
+        return StatIndex.signature_of(st)
+
+    @staticmethod
+    def signature_of(st: os.stat_result) -> list[int]:
+        """The signature of a file from its ``os.stat`` (taken by discovery, say)."""
         return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
     def get(self, path: str, signature: list[int] | None) -> str | None:

@@ -11,14 +11,16 @@ parent, so the run still completes.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+# multiprocessing and concurrent.futures cost ~50 ms to import: only a run that starts the
+# pool (two files to parse) pays it.
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ProcessPoolExecutor
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -33,6 +35,8 @@ def available_cpus() -> int:
 
 
 def _context() -> Any:
+    import multiprocessing
+
     # fork shares the parent's imported modules; elsewhere the platform default is safer.
     if sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("fork")
@@ -75,12 +79,16 @@ class LazyPool(Generic[T, R]):
             if self.jobs > 1 and len(self._held) > 1:
                 self._start()
             return
+        from concurrent.futures.process import BrokenProcessPool
+
         try:
             self._futures[self._executor.submit(self.fn, task)] = (index, task)
         except BrokenProcessPool:
             self._orphans.append((index, task))
 
     def _start(self) -> None:
+        from concurrent.futures import ProcessPoolExecutor
+
         self.started = True
         self._executor = ProcessPoolExecutor(
             max_workers=self.jobs,
@@ -101,6 +109,9 @@ class LazyPool(Generic[T, R]):
                 yield index, self.fn(task)
             self._held = []
             return
+        from concurrent.futures import FIRST_COMPLETED, wait
+        from concurrent.futures.process import BrokenProcessPool
+
         executor = self._executor
         if self._orphans:
             yield from self._rescue([])

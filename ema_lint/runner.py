@@ -268,14 +268,15 @@ def check_files(
     *,
     jobs: int = 1,
     cache: Cache | None = None,
+    stats: Sequence[os.stat_result | None] | None = None,
 ) -> list[FileOutcome]:
-    """The outcome of every file, in the order given."""
+    """The outcome of every file, in the order given (``stats``: their ``os.stat``, if known)."""
     outcomes: list[FileOutcome | None] = [None] * len(files)
     pool: LazyPool[tuple[str, FileSettings], FileOutcome] = LazyPool(
         _engine_task, jobs, _init_worker, (mode, cache)
     )
     try:
-        _dispatch(files, settings, mode, cache, pool, outcomes)
+        _dispatch(files, settings, mode, cache, pool, outcomes, stats)
         for index, outcome in pool.results():
             outcomes[index] = outcome
     except BaseException:
@@ -291,16 +292,22 @@ def _dispatch(
     cache: Cache | None,
     pool: LazyPool[tuple[str, FileSettings], FileOutcome],
     outcomes: list[FileOutcome | None],
+    stats: Sequence[os.stat_result | None] | None = None,
 ) -> None:
     """Settle what the parent can; submit the rest to the pool."""
     stat_index = StatIndex(cache) if cache is not None else None
+    known_stats = stats if stats is not None and len(stats) == len(files) else None
+    cwd = os.getcwd() if stat_index is not None else ""
     for index, path in enumerate(files):
         file_settings = settings.for_file(path)
         where, signature = "", None
         if stat_index is not None:
             # Unchanged since the last run (same stat signature): no need to even read it.
-            where = os.path.abspath(path)
-            signature = stat_index.signature(where)
+            where = _absolute(path, cwd)
+            found = known_stats[index] if known_stats is not None else None
+            signature = (
+                StatIndex.signature_of(found) if found is not None else stat_index.signature(where)
+            )
             verdict = stat_index.get(where, signature)
             if verdict is not None:
                 assert cache is not None
@@ -325,6 +332,16 @@ def _dispatch(
         cache.prune()
 
 
+def _absolute(path: Path, cwd: str) -> str:
+    """``os.path.abspath``, without its normalisation where a Path has none left to do."""
+    text = str(path)
+    if ".." in text or text == ".":
+        return os.path.abspath(text)
+    if text.startswith("/"):
+        return text
+    return os.path.join(cwd, text)
+
+
 def run(
     paths: Sequence[Path],
     settings: Settings,
@@ -337,7 +354,7 @@ def run(
     """Check (or fix) every file under ``paths``, with ``jobs`` processes and a cache."""
     settings.check_config(paths)
     found = discover(paths, settings, force_exclude=force_exclude)
-    outcomes = check_files(found.files, settings, mode, jobs=jobs, cache=cache)
+    outcomes = check_files(found.files, settings, mode, jobs=jobs, cache=cache, stats=found.stats)
     result = collect(outcomes, mode)
     result.errors = [*settings.errors, *found.errors, *result.errors]
     result.files_checked = len(found.files)
