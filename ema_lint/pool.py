@@ -3,10 +3,11 @@
 Most files of a real project are settled in the parent (the pre-filter or the cache), so
 the pool is created lazily, at the second file that must be parsed: a run over files
 without triggers, a warm run and a one-file run never pay for it. Workers are forked where
-that is safe (Linux), so they inherit the loaded rules and libcst instead of importing them
-again. Results come back keyed by the caller's index (the caller restores the order). If a
-worker dies (killed for memory, say), the files it did not finish are checked in the
-parent, so the run still completes.
+that is safe (Linux); the caller's ``preload`` imports the rules and libcst in the parent
+just before, so the workers inherit them instead of importing them again. Results come
+back keyed by the caller's index (the caller restores the order). If a worker dies (killed
+for memory, say), the files it did not finish are checked in the parent, so the run still
+completes.
 """
 
 from __future__ import annotations
@@ -62,11 +63,15 @@ class LazyPool(Generic[T, R]):
         jobs: int,
         initializer: Callable[..., None] | None = None,
         initargs: tuple = (),
+        preload: Callable[[], None] | None = None,
     ) -> None:
         self.fn = fn
         self.jobs = max(1, jobs)
         self.initializer = initializer
         self.initargs = initargs
+        # Run in the parent just before the workers start: what it imports, forked workers
+        # inherit instead of each importing it again.
+        self.preload = preload
         self._held: list[tuple[int, T]] = []  # submitted before the pool exists
         self._executor: ProcessPoolExecutor | None = None
         self._futures: dict[Future, tuple[int, T]] = {}
@@ -89,6 +94,8 @@ class LazyPool(Generic[T, R]):
     def _start(self) -> None:
         from concurrent.futures import ProcessPoolExecutor
 
+        if self.preload is not None:
+            self.preload()
         self.started = True
         self._executor = ProcessPoolExecutor(
             max_workers=self.jobs,

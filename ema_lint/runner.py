@@ -261,6 +261,13 @@ def _engine_task(task: tuple[str, FileSettings]) -> FileOutcome:
     return outcome
 
 
+def _load_engine() -> None:
+    """Import the engine, the sources and every rule (before forking the workers)."""
+    from . import engine, registry, sources  # noqa: F401
+
+    registry.all_rules()
+
+
 def check_files(
     files: Sequence[Path],
     settings: Settings,
@@ -273,7 +280,7 @@ def check_files(
     """The outcome of every file, in the order given (``stats``: their ``os.stat``, if known)."""
     outcomes: list[FileOutcome | None] = [None] * len(files)
     pool: LazyPool[tuple[str, FileSettings], FileOutcome] = LazyPool(
-        _engine_task, jobs, _init_worker, (mode, cache)
+        _engine_task, jobs, _init_worker, (mode, cache), preload=_load_engine
     )
     try:
         _dispatch(files, settings, mode, cache, pool, outcomes, stats)
