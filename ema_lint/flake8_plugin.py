@@ -74,6 +74,8 @@ class EmaLintChecker:
     @classmethod
     def parse_options(cls, options: Any) -> None:
         cls._selected = _any_code_selected(options)
+        if cls._selected:
+            _union()  # built once here, before flake8 forks its workers
         rule_options: dict[str, dict[str, Any]] = {}
         for rule in registry.infos():
             for option in rule.options:
