@@ -96,6 +96,8 @@ def load() -> tuple[RuleInfo, ...]:
 # Writing the module --------------------------------------------------------------------------
 def _q(value: object) -> str:
     """``repr`` with double quotes where that needs no escape, as the formatter writes it."""
+    if isinstance(value, list):
+        return "[" + ", ".join(_q(item) for item in value) + "]"
     text = repr(value)
     prefix = "b" if text.startswith("b") else ""
     body = text[len(prefix) :]
