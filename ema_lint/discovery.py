@@ -90,13 +90,9 @@ def discover(
             dirnames[:] = sorted(
                 d for d in dirnames if not settings.excluded(base / d, is_dir=True)
             )
-            for name in sorted(filenames):
-                if not name.endswith(suffixes):
-                    continue
-                path = base / name
-                if settings.excluded(path, is_dir=False):
-                    continue
-                add(path, walked=True)
+            candidates = sorted(name for name in filenames if name.endswith(suffixes))
+            for name in settings.kept_files(base, candidates) if candidates else ():
+                add(base / name, walked=True)
     return found
 
 

@@ -306,7 +306,8 @@ def _dispatch(
     known_stats = stats if stats is not None and len(stats) == len(files) else None
     cwd = os.getcwd() if stat_index is not None else ""
     for index, path in enumerate(files):
-        file_settings = settings.for_file(path)
+        # Discovery found files (a path named on the command line may not exist: no folder).
+        file_settings = settings.for_file(path, is_dir=False)
         where, signature = "", None
         if stat_index is not None:
             # Unchanged since the last run (same stat signature): no need to even read it.

@@ -123,3 +123,22 @@ def test_compiled_excludes_match_what_each_pattern_matches(
         excludes.by_path and excludes.by_path(relative)
     )
     assert compiled == any(_matches(p, relative, name) for p in patterns)
+
+
+def test_kept_files_gives_the_verdicts_of_excluded(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.ema-lint]\nextend-exclude = ["gen_*.py", "a/b/x.py", "a/c"]\n'
+    )
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "c").mkdir()
+    (tmp_path / "a" / "b" / "ema-lint.toml").write_text('extend-exclude = ["y.py"]\n')
+    names = ["x.py", "y.py", "gen_1.py", "z.py", "c"]
+    for folder in (tmp_path, tmp_path / "a", tmp_path / "a" / "b"):
+        settings = Settings(Overrides(extend_exclude=["z.py"]))
+        expected = [n for n in names if not settings.excluded(folder / n, is_dir=False)]
+        assert Settings(Overrides(extend_exclude=["z.py"])).kept_files(folder, names) == expected
+    kept = Settings(Overrides()).kept_files(tmp_path / "a" / "b", names)
+    # The nearest file governs alone: a/b's excludes y.py, the outer patterns do not apply.
+    assert kept == ["x.py", "gen_1.py", "z.py", "c"]
+    kept = Settings(Overrides()).kept_files(tmp_path / "a", names)
+    assert kept == ["x.py", "y.py", "z.py"]  # gen_*.py by name, c by "a/c" (relative to root)
