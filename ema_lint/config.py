@@ -322,8 +322,7 @@ class Settings:
         found = self._by_spelling.get(spelled)
         if found is not None:
             return found
-        directory = directory.resolve() if spelled else Path.cwd()
-        self._real[spelled] = directory
+        directory = self._real_folder(directory, spelled) if spelled else Path.cwd()
         found = self._by_dir.get(directory)
         if found is not None:
             self._by_spelling[spelled] = found
@@ -389,6 +388,21 @@ class Settings:
             kept.append(name)
         return kept
 
+    def _real_folder(self, folder: Path, spelled: str) -> Path:
+        """``folder.resolve()``, once per folder as spelled; from its parent's when that is
+        known and the folder is no symbolic link (one lstat instead of one per component)."""
+        real = self._real.get(spelled)
+        if real is not None:
+            return real
+        parent = self._real.get(str(folder.parent))
+        name = folder.name
+        if parent is not None and name not in ("", ".", "..") and not os.path.islink(folder):
+            real = parent / name
+        else:
+            real = folder.resolve()
+        self._real[spelled] = real
+        return real
+
     def _relative(self, path: Path, root: Path) -> str:
         """``_relative``, resolving each folder once (not once per file in it)."""
         spelled = str(path.parent)
@@ -396,10 +410,7 @@ class Settings:
         folder = self._resolved.get(key)
         if folder is None:
             try:
-                real = self._real.get(spelled)
-                if real is None:
-                    real = self._real[spelled] = path.parent.resolve()
-                relative = real.relative_to(root).as_posix()
+                relative = self._real_folder(path.parent, spelled).relative_to(root).as_posix()
                 folder = "" if relative == "." else relative + "/"
             except (ValueError, OSError, RuntimeError):
                 folder = _OUTSIDE

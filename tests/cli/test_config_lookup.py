@@ -142,3 +142,18 @@ def test_kept_files_gives_the_verdicts_of_excluded(tmp_path: Path) -> None:
     assert kept == ["x.py", "gen_1.py", "z.py", "c"]
     kept = Settings(Overrides()).kept_files(tmp_path / "a", names)
     assert kept == ["x.py", "y.py", "z.py"]  # gen_*.py by name, c by "a/c" (relative to root)
+
+
+def test_folders_reached_through_a_link_are_judged_by_their_real_place(tmp_path: Path, run) -> None:
+    real = tmp_path / "real"
+    (real / "sub" / "skip").mkdir(parents=True)
+    (real / "pyproject.toml").write_text('[tool.ema-lint]\nextend-exclude = ["sub/skip"]\n')
+    (real / "sub" / "skip" / "a.py").write_text(BAD)
+    (real / "sub" / "b.py").write_text(BAD)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "pyproject.toml").write_text("[tool.ema-lint]\n")
+    (outside / "link").symlink_to(real, target_is_directory=True)
+    result = run("link", "--no-cache", "--output-format", "concise", cwd=outside)
+    found = sorted(line.split(":")[0] for line in result.out.splitlines() if "EMA101" in line)
+    assert found == ["link/sub/b.py"]
