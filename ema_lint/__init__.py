@@ -22,10 +22,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
-from .diagnostics import Applicability, Diagnostic, Fix, Position
+
+if TYPE_CHECKING:
+    from .diagnostics import Applicability, Diagnostic, Fix, Position
 
 __all__ = [
     "Applicability",
@@ -37,6 +39,25 @@ __all__ = [
     "check",
     "fix",
 ]
+
+
+# ``import ema_lint`` stays cheap (the command, the flake8 plugin and the cache load it for
+# every run): the finding types are loaded on first use, the engine when something is checked.
+_LAZY = {"Applicability", "Diagnostic", "Fix", "Position"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from . import diagnostics
+
+        value = getattr(diagnostics, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 
 @dataclass(frozen=True)
@@ -62,11 +83,11 @@ def _settings(
 ):
     from . import registry
     from .config import ConfigError, Overrides, Settings
-    from .rule import rule_options_from
+    from .options import rule_options_from
 
     parsed: dict[str, dict[str, Any]] = {}
     for key, values in (options or {}).items():
-        rule = registry.lookup(key)
+        rule = registry.info(key)
         if rule is None:
             raise ValueError(f"unknown rule {key!r}")
         parsed[rule.name] = rule_options_from(rule, values)

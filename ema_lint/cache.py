@@ -24,8 +24,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import importlib.util
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -68,16 +70,25 @@ def _source_fingerprint() -> str:
     return h.hexdigest()[:12]
 
 
+_VERSION_LINE = re.compile(r"""^__version__\s*=\s*(?:version\s*=\s*)?["']([^"']+)["']""", re.M)
+
+
 def _libcst_version() -> str:
-    # libcst is loaded anyway; importlib.metadata would scan every installed distribution.
+    # Read from libcst's version module without importing libcst (a warm run never needs
+    # it), nor importlib.metadata (which scans every installed distribution).
     try:
-        from libcst._version import __version__ as version
+        spec = importlib.util.find_spec("libcst")
+        locations = list(spec.submodule_search_locations or []) if spec else []
+        for location in locations:
+            text = Path(location, "_version.py").read_text(encoding="utf-8")
+            found = _VERSION_LINE.search(text)
+            if found:
+                return found.group(1)
+    except (OSError, ImportError, ValueError):  # pragma: no cover - an unusual install
+        pass
+    from importlib.metadata import version as distribution_version  # pragma: no cover
 
-        return str(version)
-    except Exception:  # pragma: no cover - a libcst without its private version module
-        from importlib.metadata import version as distribution_version
-
-        return distribution_version("libcst")
+    return distribution_version("libcst")  # pragma: no cover
 
 
 def build_id() -> str:
@@ -93,7 +104,7 @@ def settings_key(settings: Any, path: str, text_edits: bool) -> str:
         for name, values in sorted(settings.options.items())
     }
     described = {
-        "rules": [rule.code for rule in settings.rules],
+        "rules": list(settings.codes),
         "options": options,
         "noqa": settings.noqa,
         "unsafe": settings.unsafe_fixes,
@@ -372,6 +383,11 @@ class StatIndex:
             st = os.stat(path)
         except OSError:
             return None
+        return StatIndex.signature_of(st)
+
+    @staticmethod
+    def signature_of(st: os.stat_result) -> list[int]:
+        """The signature of a file from its ``os.stat`` (taken by discovery, say)."""
         return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
     def get(self, path: str, signature: list[int] | None) -> str | None:

@@ -20,11 +20,13 @@ from . import registry
 from ._version import __version__
 from .cache import DIR_NAME, ENV_VAR, Cache, default_dir
 from .config import ConfigError, Overrides, Settings, parse_rule_option
-from .docs import fix_summary, render
+from .options import OptionError, rule_options_from
 from .pool import available_cpus
 from .reporters import RunResult, renderers
-from .rule import OptionError, rule_options_from
 from .runner import Mode, collect, process_source, run
+
+# Nothing here imports the rules or libcst: a run whose files are all settled by the
+# pre-filter or the cache never needs them (``rules``, ``explain`` and the engine import them).
 
 SUBCOMMANDS = ("check", "rules", "explain")
 INTERNAL_ERRORS = ("EMA902", "EMA903")
@@ -179,7 +181,7 @@ def _overrides(args: argparse.Namespace) -> Overrides:
     options: dict[str, dict[str, object]] = {}
     for text in args.option:
         rule_name, option, value = parse_rule_option(text)
-        rule = registry.lookup(rule_name)
+        rule = registry.info(rule_name)
         assert rule is not None
         try:
             options.setdefault(rule_name, {}).update(rule_options_from(rule, {option: value}))
@@ -202,7 +204,8 @@ def _statistics(result: RunResult, stream: TextIO) -> None:
     counts = Counter(d.code for d in result.diagnostics)
     fixable = {d.code for d in result.diagnostics if result.fixable(d)}
     for code, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
-        rule = registry.by_code()[code]
+        rule = registry.info(code)
+        assert rule is not None
         marker = "[*]" if code in fixable else "[ ]"
         stream.write(f"{count:>5}\t{code}\t{marker} {rule.name}\n")
 
@@ -299,6 +302,8 @@ def _report(result: RunResult, args: argparse.Namespace, stream: TextIO, color: 
 
 
 def _rules(args: argparse.Namespace, stdout: TextIO) -> int:
+    from .docs import fix_summary
+
     rules = registry.all_rules()
     if args.output_format == "json":
         json.dump(
@@ -328,6 +333,8 @@ def _rules(args: argparse.Namespace, stdout: TextIO) -> int:
 
 
 def _explain(args: argparse.Namespace, stdout: TextIO) -> int:
+    from .docs import render
+
     rule = registry.lookup(args.rule)
     if rule is None:
         raise UsageError(f"unknown rule {args.rule!r}; see 'ema-lint rules'")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from . import registry
-from .engine import FileSettings
-from .rule import OptionError, Rule, rule_options_from
+from .file_settings import FileSettings
+from .options import OptionError, rule_options_from
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -137,7 +138,7 @@ def parse_config(path: Path, data: Mapping[str, Any]) -> ConfigFile:
     """Validate one configuration table."""
     config = ConfigFile(path=path, root=path.parent.resolve())
     for key, value in data.items():
-        rule = registry.lookup(key)
+        rule = registry.info(key)
         if rule is not None:
             if not isinstance(value, Mapping):
                 raise ConfigError(f"{path}: '{key}' must be a table of options for {rule.name}")
@@ -169,9 +170,10 @@ def parse_config(path: Path, data: Mapping[str, Any]) -> ConfigFile:
     return config
 
 
-def load_config(path: Path) -> ConfigFile:
-    """A configuration file named explicitly (``--config``)."""
-    data = _load_toml(path)
+def load_config(path: Path, data: Mapping[str, Any] | None = None) -> ConfigFile:
+    """A configuration file named explicitly (``--config``), or found (``data``: its table)."""
+    if data is None:
+        data = _load_toml(path)
     section = _section(path, data)
     if section is None:
         if path.name == "pyproject.toml":
@@ -182,19 +184,52 @@ def load_config(path: Path) -> ConfigFile:
 
 def find_config_file(directory: Path) -> Path | None:
     """The configuration file that governs ``directory``: the nearest one above it."""
-    for folder in (directory, *directory.parents):
+    return ConfigFinder().find(directory)
+
+
+class ConfigFinder:
+    """``find_config_file`` with memory: each folder is looked at, and each pyproject.toml
+    read, once per run however many files and folders below it are asked about."""
+
+    def __init__(self) -> None:
+        self._by_dir: dict[Path, Path | None] = {}
+        self.tables: dict[Path, Mapping[str, Any]] = {}  # pyproject.toml files read
+
+    def find(self, directory: Path) -> Path | None:
+        """The nearest configuration file at or above ``directory`` (an absolute path)."""
+        pending: list[Path] = []
+        found: Path | None = None
+        folder = directory
+        while True:
+            if folder in self._by_dir:
+                found = self._by_dir[folder]
+                break
+            pending.append(folder)
+            found = self._here(folder)
+            if found is not None:
+                break
+            parent = folder.parent
+            if parent == folder:
+                break
+            folder = parent
+        for seen in pending:  # every folder walked through is governed by what was found
+            self._by_dir[seen] = found
+        return found
+
+    def _here(self, folder: Path) -> Path | None:
         for name in CONFIG_NAMES:
             candidate = folder / name
             if not candidate.is_file():
                 continue
             if name == "pyproject.toml":
                 try:
-                    if _section(candidate, _load_toml(candidate)) is None:
+                    data = self.tables[candidate] = _load_toml(candidate)
+                    if _section(candidate, data) is None:
                         continue
                 except ConfigError:
                     return candidate  # broken: let the loader report it
             return candidate
-    return None
+        return None
 
 
 def _matches(pattern: str, relative: str, name: str) -> bool:
@@ -204,6 +239,27 @@ def _matches(pattern: str, relative: str, name: str) -> bool:
     return fnmatch.fnmatchcase(relative, pattern) or fnmatch.fnmatchcase(relative, pattern + "/*")
 
 
+class _Excludes:
+    """A list of exclude patterns as two expressions: on the name, on the relative path.
+
+    Matches exactly what ``_matches`` does pattern by pattern (fnmatch semantics), in one
+    regular-expression call per kind instead of one per pattern.
+    """
+
+    def __init__(self, patterns: Sequence[str]) -> None:
+        names = [p.rstrip("/") for p in patterns if "/" not in p.rstrip("/")]
+        paths = [p.strip("/") for p in patterns if "/" in p.rstrip("/")]
+        self.by_name = self._compile(names)
+        self.by_path = self._compile([*paths, *(p + "/*" for p in paths)])
+
+    @staticmethod
+    def _compile(patterns: Sequence[str]) -> Any:
+        if not patterns:
+            return None
+        # Each translation ends in \Z: ``match`` anchors it at both ends.
+        return re.compile("|".join(fnmatch.translate(p) for p in patterns)).match
+
+
 def _relative(path: Path, root: Path) -> str:
     try:
         # The folder is resolved, not the file itself: a symbolic link is judged by its own
@@ -211,6 +267,9 @@ def _relative(path: Path, root: Path) -> str:
         return (path.parent.resolve() / path.name).relative_to(root).as_posix()
     except (ValueError, OSError, RuntimeError):
         return path.as_posix()
+
+
+_OUTSIDE = "\0outside"  # a folder not below the configuration's root, or unresolvable
 
 
 class Settings:
@@ -231,6 +290,10 @@ class Settings:
         self._by_spelling: dict[str, ConfigFile] = {}
         self._by_file: dict[Path, ConfigFile] = {}
         self._file_settings: dict[tuple[Path | None, tuple[str, ...]], FileSettings] = {}
+        self._finder = ConfigFinder()
+        self._resolved: dict[tuple[str, Path], str] = {}
+        self._real: dict[str, Path] = {}  # each folder as spelled, resolved (once)
+        self._excludes: dict[int, tuple[ConfigFile, _Excludes]] = {}
         self._validate_overrides()
         if config_path is not None:
             self._fixed = load_config(config_path)
@@ -247,28 +310,31 @@ class Settings:
             _check_selectors("command line", key, values)
 
     # Which configuration governs a path -----------------------------------------------------
-    def config_for(self, path: Path) -> ConfigFile:
+    def config_for(self, path: Path, *, is_dir: bool | None = None) -> ConfigFile:
+        """The configuration governing ``path``; ``is_dir`` spares a stat when it is known."""
         if self._fixed is not None:
             return self._fixed
-        directory = path if path.is_dir() else path.parent
+        if is_dir is None:
+            is_dir = path.is_dir()
+        directory = path if is_dir else path.parent
         # Resolving costs a system call per folder: once per folder as spelled is enough.
         spelled = str(directory)
         found = self._by_spelling.get(spelled)
         if found is not None:
             return found
-        directory = directory.resolve() if spelled else Path.cwd()
+        directory = self._real_folder(directory, spelled) if spelled else Path.cwd()
         found = self._by_dir.get(directory)
         if found is not None:
             self._by_spelling[spelled] = found
             return found
-        config_file = find_config_file(directory)
+        config_file = self._finder.find(directory)
         if config_file is None:
             config = ConfigFile(root=Path.cwd())
         elif config_file in self._by_file:
             config = self._by_file[config_file]
         else:
             try:
-                config = load_config(config_file)
+                config = load_config(config_file, self._finder.tables.get(config_file))
             except ConfigError as error:
                 self.errors.append(str(error))
                 config = ConfigFile(path=config_file, root=config_file.parent.resolve())
@@ -283,31 +349,85 @@ class Settings:
             self.config_for(path)
 
     # Exclusion ------------------------------------------------------------------------------
-    def excluded(self, path: Path) -> bool:
-        config = self.config_for(path)
-        o = self.overrides
-        if o.exclude is not None:
-            patterns = list(o.exclude)
-        elif config.exclude is not None:
-            patterns = list(config.exclude)
-        else:
-            patterns = list(DEFAULT_EXCLUDES)
-        patterns += config.extend_exclude + o.extend_exclude
+    def _excludes_of(self, config: ConfigFile) -> _Excludes:
+        matcher = self._excludes.get(id(config))
+        if matcher is None:
+            o = self.overrides
+            if o.exclude is not None:
+                patterns = list(o.exclude)
+            elif config.exclude is not None:
+                patterns = list(config.exclude)
+            else:
+                patterns = list(DEFAULT_EXCLUDES)
+            patterns += config.extend_exclude + o.extend_exclude
+            matcher = self._excludes[id(config)] = (config, _Excludes(patterns))
+        return matcher[1]
+
+    def excluded(self, path: Path, *, is_dir: bool | None = None) -> bool:
+        config = self.config_for(path, is_dir=is_dir)
+        excludes = self._excludes_of(config)
+        if excludes.by_name is not None and excludes.by_name(path.name):
+            return True
         # Resolving the path costs a system call per folder: only patterns with a "/" need it.
-        relative, name = "", path.name
-        for pattern in patterns:
-            if not relative and "/" in pattern.rstrip("/"):
-                relative = _relative(path, config.root)
-            if _matches(pattern, relative, name):
-                return True
+        if excludes.by_path is not None:
+            return excludes.by_path(self._relative(path, config.root)) is not None
         return False
 
+    def kept_files(self, folder: Path, names: Iterable[str]) -> list[str]:
+        """The names of the files in ``folder`` that ``excluded`` keeps, in order: the same
+        verdicts, with one configuration lookup for the folder instead of one per file."""
+        config = self.config_for(folder, is_dir=True)  # a file's config is its folder's
+        excludes = self._excludes_of(config)
+        by_name, by_path = excludes.by_name, excludes.by_path
+        kept = []
+        for name in names:
+            if by_name is not None and by_name(name):
+                continue
+            if by_path is not None and by_path(self._relative(folder / name, config.root)):
+                continue
+            kept.append(name)
+        return kept
+
+    def _real_folder(self, folder: Path, spelled: str) -> Path:
+        """``folder.resolve()``, once per folder as spelled; from its parent's when that is
+        known and the folder is no symbolic link (one lstat instead of one per component)."""
+        real = self._real.get(spelled)
+        if real is not None:
+            return real
+        parent = self._real.get(str(folder.parent))
+        name = folder.name
+        if parent is not None and name not in ("", ".", "..") and not os.path.islink(folder):
+            real = parent / name
+        else:
+            real = folder.resolve()
+        self._real[spelled] = real
+        return real
+
+    def _relative(self, path: Path, root: Path) -> str:
+        """``_relative``, resolving each folder once (not once per file in it)."""
+        spelled = str(path.parent)
+        key = (spelled, root)
+        folder = self._resolved.get(key)
+        if folder is None:
+            try:
+                relative = self._real_folder(path.parent, spelled).relative_to(root).as_posix()
+                folder = "" if relative == "." else relative + "/"
+            except (ValueError, OSError, RuntimeError):
+                folder = _OUTSIDE
+            self._resolved[key] = folder
+        if folder is _OUTSIDE:
+            return _relative(path, root)  # as it was: the rare case, not worth a shortcut
+        return folder + path.name
+
     # Rules ----------------------------------------------------------------------------------
-    def for_file(self, path: Path | None) -> FileSettings:
-        config = self.config_for(path) if path is not None else (self._fixed or ConfigFile())
+    def for_file(self, path: Path | None, *, is_dir: bool | None = None) -> FileSettings:
+        if path is None:
+            config = self._fixed or ConfigFile()
+        else:
+            config = self.config_for(path, is_dir=is_dir)
         ignored_here: list[str] = []
         if path is not None and (config.per_file_ignores or self.overrides.per_file_ignores):
-            relative = _relative(path, config.root)
+            relative = self._relative(path, config.root)
             for source in (config.per_file_ignores, self.overrides.per_file_ignores):
                 for pattern, codes in source.items():
                     if _matches(pattern, relative, path.name):
@@ -336,9 +456,8 @@ class Settings:
         ignored |= extra
         # ema-lint's own errors (EMA9xx) ignore ``select``: they are dropped only if ignored.
         ignored_final = frozenset(ignored)
-        rules: tuple[type[Rule], ...] = tuple(
-            registry.by_code()[c] for c in sorted(codes) if not registry.is_internal(c)
-        )
+        # By code: the rule classes are imported only if a file reaches the engine.
+        enabled = tuple(c for c in sorted(codes) if not registry.is_internal(c))
         options: dict[str, dict[str, Any]] = {}
         for name, values in config.rule_options.items():
             options.setdefault(name, {}).update(values)
@@ -346,7 +465,7 @@ class Settings:
             options.setdefault(name, {}).update(values)
         unsafe = o.unsafe_fixes if o.unsafe_fixes is not None else bool(config.unsafe_fixes)
         return FileSettings(
-            rules=rules,
+            codes=enabled,
             options=options,
             noqa=o.noqa,
             unsafe_fixes=unsafe,
@@ -361,7 +480,7 @@ def parse_rule_option(text: str) -> tuple[str, str, str]:
     rule_text, dot, option = head.rpartition(".")
     if not sep or not dot:
         raise ConfigError(f"--option expects RULE.OPTION=VALUE, got {text!r}")
-    rule = registry.lookup(rule_text)
+    rule = registry.info(rule_text)
     if rule is None:
         raise ConfigError(f"--option: unknown rule {rule_text!r}")
     return rule.name, option, value

@@ -9,9 +9,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
-import libcst as cst
+if TYPE_CHECKING:  # findings are read from the cache and printed without loading libcst
+    import libcst as cst
 
 
 class Applicability(str, enum.Enum):
@@ -65,7 +66,8 @@ class EditKind(str, enum.Enum):
     ADD_IMPORT = "add_import"  # module-level import, added once if missing
 
 
-Replacement = Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel]  # noqa: UP007
+if TYPE_CHECKING:
+    Replacement = Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel]  # noqa: UP007
 
 
 @dataclass(frozen=True, eq=False)

@@ -27,6 +27,9 @@ SUFFIXES = (".py", ".pyi", ".ipynb", ".yaml", ".yml")
 class Discovery:
     files: list[Path] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # The os.stat() of each file as the walk saw it (None: it could not be read), so that
+    # the cache's stat index need not ask again.
+    stats: list[os.stat_result | None] = field(default_factory=list)
 
 
 def discover(
@@ -40,12 +43,14 @@ def discover(
     seen: dict[tuple[int, int] | Path, int] = {}
 
     def add(path: Path, walked: bool = False) -> None:
+        info: os.stat_result | None
         try:
             info = os.stat(path)
         except OSError as error:
             if walked:  # a broken link or a link loop met while walking
                 found.errors.append(f"{path}: cannot read: {error.strerror or error}")
                 return
+            info = None
             key: tuple[int, int] | Path = Path(os.path.abspath(path))
         else:
             if walked and not stat.S_ISREG(info.st_mode):
@@ -57,8 +62,10 @@ def discover(
         if where is None:
             seen[key] = len(found.files)
             found.files.append(path)
+            found.stats.append(info)
         elif os.path.islink(found.files[where]) and not os.path.islink(path):
             found.files[where] = path
+            found.stats[where] = info
 
     for root in paths:
         if not os.path.lexists(root):
@@ -80,14 +87,12 @@ def discover(
 
         for directory, dirnames, filenames in os.walk(root, onerror=on_error):
             base = Path(directory)
-            dirnames[:] = sorted(d for d in dirnames if not settings.excluded(base / d))
-            for name in sorted(filenames):
-                if not name.endswith(suffixes):
-                    continue
-                path = base / name
-                if settings.excluded(path):
-                    continue
-                add(path, walked=True)
+            dirnames[:] = sorted(
+                d for d in dirnames if not settings.excluded(base / d, is_dir=True)
+            )
+            candidates = sorted(name for name in filenames if name.endswith(suffixes))
+            for name in settings.kept_files(base, candidates) if candidates else ():
+                add(base / name, walked=True)
     return found
 
 

@@ -379,6 +379,10 @@ def main() -> int:
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             path.write_text(text, encoding="utf-8")
             print(f"wrote {path}")
+    from . import manifest  # the rule metadata the cheap paths read, regenerated alongside
+
+    if manifest.write():
+        print(f"wrote {manifest.MANIFEST_PATH}")
     return 0
 
 

@@ -15,7 +15,7 @@ import re
 import tokenize
 import traceback
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from io import BytesIO
 from typing import Any
 
@@ -24,7 +24,8 @@ import libcst as cst
 from . import limits
 from .analysis.context import FileContext
 from .analysis.index import ModuleIndex
-from .diagnostics import Applicability, Diagnostic, Fix, Position, TextEdit
+from .diagnostics import Diagnostic, Fix, Position, TextEdit
+from .file_settings import FileSettings
 from .fixer import apply_fixes, fix_span, keep_original_lines, text_edit
 from .noqa import NoqaFilter, file_is_suppressed
 from .positions import LineIndex, PositionTable
@@ -33,25 +34,6 @@ from .registry import by_code
 from .rule import PendingReport, Rule
 
 MAX_FIX_PASSES = 10
-
-
-@dataclass(frozen=True)
-class FileSettings:
-    """What to run on one file: the enabled rules (after per-file ignores) and their options."""
-
-    rules: tuple[type[Rule], ...]
-    options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    noqa: bool = True
-    unsafe_fixes: bool = False
-    prefilter: bool = True
-    # Codes ignored for this file; EMA9xx errors are dropped only when listed here.
-    ignored: frozenset[str] = frozenset()
-
-    def visitor_rules(self) -> tuple[type[Rule], ...]:
-        return tuple(r for r in self.rules if not getattr(r, "internal", False))
-
-    def allows(self, fix: Fix) -> bool:
-        return fix.applicability is Applicability.SAFE or self.unsafe_fixes
 
 
 @dataclass(eq=False)

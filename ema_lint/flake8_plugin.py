@@ -5,22 +5,27 @@ when printing), so the column here is ema-lint's 1-based column minus one. Suppr
 flake8's job (``# noqa``), so the engine runs with noqa off; selection by flake8's
 ``--select`` happens after. The plugin reads the same configuration file as the command
 (``[tool.ema-lint]`` / ``ema-lint.toml``); its flags (``--<rule-name>-<option>``) and
-``--ema-lint-config`` win over it. Files that hold no trigger of any rule (the union
-``PreFilter.default()``) cost one scan of their text and nothing else.
+``--ema-lint-config`` win over it. Files that hold no trigger of any rule (the union of
+every rule's triggers) cost one scan of their text and nothing else.
+
+flake8 loads every installed plugin in every run, selected or not. So the flags, the
+selection test and the pre-filter come from the rule manifest (``ema_lint.manifest``): the
+rules and libcst are imported only when a file with a trigger is to be checked.
 """
 
 from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
 
-from . import engine, registry
+from . import registry
 from ._version import __version__
 from .config import ConfigError, Overrides, Settings
+from .options import OptionError
 from .prefilter import PreFilter
-from .rule import OptionError
 
 
 def _flag(rule_name: str, option: str) -> str:
@@ -55,7 +60,7 @@ class EmaLintChecker:
             parse_from_config=True,
             help="ema-lint configuration file to use (default: the nearest one)",
         )
-        for rule in registry.all_rules():
+        for rule in registry.infos():
             for option in rule.options:
                 parser.add_option(
                     _flag(rule.name, option.name),
@@ -69,8 +74,10 @@ class EmaLintChecker:
     @classmethod
     def parse_options(cls, options: Any) -> None:
         cls._selected = _any_code_selected(options)
+        if cls._selected:
+            _union()  # built once here, before flake8 forks its workers
         rule_options: dict[str, dict[str, Any]] = {}
-        for rule in registry.all_rules():
+        for rule in registry.infos():
             for option in rule.options:
                 value = getattr(options, _dest(rule.name, option.name), None)
                 if value is None or value == []:
@@ -99,8 +106,10 @@ class EmaLintChecker:
         if not self._selected:
             return
         source = "".join(self.lines)
-        if not PreFilter.default().matches(source):
+        if not _union().matches(source):
             return
+        from . import engine  # the rules and libcst: only for a file with a trigger
+
         settings = self._get_settings()
         path = Path(self.filename) if self.filename not in ("stdin", "-") else None
         file_settings = settings.for_file(path)
@@ -114,14 +123,18 @@ class EmaLintChecker:
             yield d.line, d.column - 1, f"{d.code} {d.message}", type(self)
 
 
+@lru_cache(maxsize=1)
+def _union() -> PreFilter:
+    """The triggers of every rule (a superset of any selection's), from the manifest."""
+    return PreFilter(registry.infos())
+
+
 def _any_code_selected(options: Any) -> bool:
     """Would flake8, with these options, report any EMA code? (Unsure: yes.)"""
     try:
         from flake8.style_guide import Decision, DecisionEngine
 
         decide = DecisionEngine(options)
-        return any(
-            decide.decision_for(rule.code) is Decision.Selected for rule in registry.all_rules()
-        )
+        return any(decide.decision_for(rule.code) is Decision.Selected for rule in registry.infos())
     except Exception:  # another flake8 version, options built by hand: stay on
         return True

@@ -3,22 +3,25 @@
 Most files of a real project are settled in the parent (the pre-filter or the cache), so
 the pool is created lazily, at the second file that must be parsed: a run over files
 without triggers, a warm run and a one-file run never pay for it. Workers are forked where
-that is safe (Linux), so they inherit the loaded rules and libcst instead of importing them
-again. Results come back keyed by the caller's index (the caller restores the order). If a
-worker dies (killed for memory, say), the files it did not finish are checked in the
-parent, so the run still completes.
+that is safe (Linux); the caller's ``preload`` imports the rules and libcst in the parent
+just before, so the workers inherit them instead of importing them again. Results come
+back keyed by the caller's index (the caller restores the order). If a worker dies (killed
+for memory, say), the files it did not finish are checked in the parent, so the run still
+completes.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+# multiprocessing and concurrent.futures cost ~50 ms to import: only a run that starts the
+# pool (two files to parse) pays it.
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ProcessPoolExecutor
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -33,6 +36,8 @@ def available_cpus() -> int:
 
 
 def _context() -> Any:
+    import multiprocessing
+
     # fork shares the parent's imported modules; elsewhere the platform default is safer.
     if sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("fork")
@@ -58,11 +63,15 @@ class LazyPool(Generic[T, R]):
         jobs: int,
         initializer: Callable[..., None] | None = None,
         initargs: tuple = (),
+        preload: Callable[[], None] | None = None,
     ) -> None:
         self.fn = fn
         self.jobs = max(1, jobs)
         self.initializer = initializer
         self.initargs = initargs
+        # Run in the parent just before the workers start: what it imports, forked workers
+        # inherit instead of each importing it again.
+        self.preload = preload
         self._held: list[tuple[int, T]] = []  # submitted before the pool exists
         self._executor: ProcessPoolExecutor | None = None
         self._futures: dict[Future, tuple[int, T]] = {}
@@ -75,12 +84,18 @@ class LazyPool(Generic[T, R]):
             if self.jobs > 1 and len(self._held) > 1:
                 self._start()
             return
+        from concurrent.futures.process import BrokenProcessPool
+
         try:
             self._futures[self._executor.submit(self.fn, task)] = (index, task)
         except BrokenProcessPool:
             self._orphans.append((index, task))
 
     def _start(self) -> None:
+        from concurrent.futures import ProcessPoolExecutor
+
+        if self.preload is not None:
+            self.preload()
         self.started = True
         self._executor = ProcessPoolExecutor(
             max_workers=self.jobs,
@@ -101,6 +116,9 @@ class LazyPool(Generic[T, R]):
                 yield index, self.fn(task)
             self._held = []
             return
+        from concurrent.futures import FIRST_COMPLETED, wait
+        from concurrent.futures.process import BrokenProcessPool
+
         executor = self._executor
         if self._orphans:
             yield from self._rescue([])

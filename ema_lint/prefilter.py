@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterable
 from functools import cache, cached_property, lru_cache
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # a filter is built from rule classes or from their manifest entries
     from .rule import Rule
 
 
@@ -431,6 +431,6 @@ class _TokenSet:
 
 @lru_cache(maxsize=1)
 def _default() -> PreFilter:
-    from .registry import all_rules
+    from .registry import infos
 
-    return PreFilter(all_rules())
+    return PreFilter(infos())

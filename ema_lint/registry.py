@@ -2,6 +2,10 @@
 
 A selector is ``ALL``, a code (``EMA101``), a code prefix (``EMA1``, ``EMA``) or a rule name
 (``ema-decay-out-of-range``); they are accepted wherever a code is.
+
+Selection, lookups of metadata (``info``) and defaults read the rule manifest
+(``ema_lint.manifest``), not the rule classes: only ``all_rules``, ``by_code``, ``by_name``
+and ``lookup`` import the rules (and libcst), for the engine, the docs and ``explain``.
 """
 
 from __future__ import annotations
@@ -11,8 +15,11 @@ import pkgutil
 import re
 from collections.abc import Iterable
 from functools import cache
+from typing import TYPE_CHECKING
 
-from .rule import Rule
+if TYPE_CHECKING:
+    from .manifest import RuleInfo
+    from .rule import Rule
 
 _CODE = re.compile(r"^EMA\d{3}$")
 
@@ -25,6 +32,7 @@ class UnknownSelector(ValueError):
 def all_rules() -> tuple[type[Rule], ...]:
     """All rules, ordered by code."""
     from . import rules as package
+    from .rule import Rule
 
     found: dict[str, type[Rule]] = {}
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
@@ -65,19 +73,45 @@ def lookup(code_or_name: str) -> type[Rule] | None:
     return by_code().get(text.upper()) or by_name().get(text.lower())
 
 
+def infos() -> tuple[RuleInfo, ...]:
+    """The manifest entry of every rule, ordered by code (imports no rule)."""
+    from .manifest import load
+
+    return load()
+
+
+_INDEX: tuple[tuple[RuleInfo, ...], dict[str, RuleInfo], dict[str, RuleInfo]] | None = None
+
+
+def _index() -> tuple[dict[str, RuleInfo], dict[str, RuleInfo]]:
+    global _INDEX
+    entries = infos()
+    if _INDEX is None or _INDEX[0] is not entries:
+        _INDEX = (entries, {i.code: i for i in entries}, {i.name: i for i in entries})
+    return _INDEX[1], _INDEX[2]
+
+
+def info(code_or_name: str) -> RuleInfo | None:
+    """A rule's manifest entry by its code or name (case-insensitive code)."""
+    text = code_or_name.strip()
+    codes, names = _index()
+    return codes.get(text.upper()) or names.get(text.lower())
+
+
 def expand(selector: str) -> set[str]:
     """The codes a selector stands for; raises UnknownSelector."""
     text = selector.strip()
     if not text:
         return set()
+    codes, names = _index()
     if text.upper() == "ALL":
-        return set(by_code())
-    rule = by_name().get(text.lower())
-    if rule is not None:
-        return {rule.code}
+        return set(codes)
+    entry = names.get(text.lower())
+    if entry is not None:
+        return {entry.code}
     upper = text.upper()
     if re.fullmatch(r"EMA\d{0,3}", upper):
-        matched = {code for code in by_code() if code.startswith(upper)}
+        matched = {code for code in codes if code.startswith(upper)}
         if matched:
             return matched
     raise UnknownSelector(f"unknown rule selector {selector!r}")
@@ -91,7 +125,7 @@ def expand_all(selectors: Iterable[str]) -> set[str]:
 
 
 def default_codes() -> set[str]:
-    return {rule.code for rule in all_rules() if rule.default_enabled}
+    return {entry.code for entry in infos() if entry.default_enabled}
 
 
 def is_internal(code: str) -> bool:

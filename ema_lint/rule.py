@@ -19,52 +19,11 @@ import libcst as cst
 from .analysis.context import FileContext
 from .diagnostics import Applicability, Fix, FixAvailability, FixScope
 
-
-class OptionError(ValueError):
-    """A rule option with a value of the wrong type or out of its domain."""
-
-
-@dataclass(frozen=True)
-class Option:
-    """A setting of one rule, from ``[tool.ema-lint.<rule-name>]`` or a flake8 flag."""
-
-    name: str
-    type: type  # float, int, bool, str or list (of str)
-    default: Any
-    description: str
-
-    def parse(self, value: Any) -> Any:
-        """Validate a value from TOML (typed) or from the command line (a string)."""
-        kind = self.type
-        if isinstance(value, str) and kind is not str:
-            value = self._from_text(value)
-        if kind is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        if kind is list:
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise OptionError(f"expected a list of strings, got {value!r}")
-            return list(value)
-        if kind in (int, float) and isinstance(value, bool):
-            raise OptionError(f"expected a {kind.__name__}, got {value!r}")
-        if not isinstance(value, kind):
-            raise OptionError(f"expected a {kind.__name__}, got {value!r}")
-        return value
-
-    def _from_text(self, text: str) -> Any:
-        kind = self.type
-        try:
-            if kind is bool:
-                lowered = text.strip().lower()
-                if lowered in ("1", "true", "yes", "on"):
-                    return True
-                if lowered in ("0", "false", "no", "off"):
-                    return False
-                raise ValueError(text)
-            if kind is list:
-                return [part.strip() for part in text.split(",") if part.strip()]
-            return kind(text)
-        except ValueError:
-            raise OptionError(f"expected a {kind.__name__}, got {text!r}") from None
+# Options live in a module of their own so that configuration can be validated without
+# importing libcst; rule modules keep importing them from here.
+from .options import Option as Option
+from .options import OptionError as OptionError
+from .options import rule_options_from as rule_options_from
 
 
 @dataclass(eq=False)
@@ -135,22 +94,6 @@ class Rule:
             if option.name == name:
                 return option
         raise KeyError(name)
-
-
-def rule_options_from(rule: type[Rule], values: Mapping[str, Any]) -> dict[str, Any]:
-    """Validated options for ``rule``; raises OptionError naming the bad key."""
-    parsed: dict[str, Any] = {}
-    names = {o.name: o for o in rule.options}
-    for key, value in values.items():
-        option = names.get(key)
-        if option is None:
-            known = ", ".join(sorted(names)) or "none"
-            raise OptionError(f"unknown option {key!r} for {rule.name} (known: {known})")
-        try:
-            parsed[key] = option.parse(value)
-        except OptionError as error:
-            raise OptionError(f"{rule.name}.{key}: {error}") from None
-    return parsed
 
 
 def all_visited_types(rules: Sequence[Rule]) -> set[type]:

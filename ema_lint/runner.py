@@ -17,16 +17,23 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from . import engine, sources
 from .cache import Cache, StatIndex, content_hash, portable, settings_key
 from .config import Settings
 from .diagnostics import Diagnostic
 from .discovery import discover
+from .file_settings import FileSettings
 from .pool import LazyPool
 from .prefilter import PreFilter
 from .reporters import RunResult
 from .writer import atomic_write
+
+if TYPE_CHECKING:
+    from . import sources
+
+# The engine (libcst and the rules) is imported only for a file that has to be parsed: a
+# run whose files are all settled by the pre-filter or the cache never loads it.
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,8 @@ def read_source(path: Path) -> bytes:
 
 
 def _decode_for_diff(data: bytes) -> list[str]:
+    from . import engine
+
     return engine.source_lines(data).text.splitlines(keepends=True)
 
 
@@ -68,10 +77,10 @@ def unified_diff(path: str, old: bytes, new: bytes) -> str:
     )
 
 
-def process_source(
-    data: bytes, display: str, settings: engine.FileSettings, mode: Mode
-) -> FileOutcome:
+def process_source(data: bytes, display: str, settings: FileSettings, mode: Mode) -> FileOutcome:
     """Lint or fix one file's bytes."""
+    from . import engine, sources
+
     source = sources.for_path(display)
     if source is not None:
         return _process_other(source, data, display, settings, mode)
@@ -99,7 +108,7 @@ def process_source(
 
 
 def _process_other(
-    source: sources.Source, data: bytes, display: str, settings: engine.FileSettings, mode: Mode
+    source: sources.Source, data: bytes, display: str, settings: FileSettings, mode: Mode
 ) -> FileOutcome:
     """Notebooks and YAML configs: their source maps findings and fixes back into the file."""
     if mode.fixing:
@@ -114,9 +123,7 @@ def _process_other(
     return outcome
 
 
-def _process_data(
-    path: Path, data: bytes, file_settings: engine.FileSettings, mode: Mode
-) -> FileOutcome:
+def _process_data(path: Path, data: bytes, file_settings: FileSettings, mode: Mode) -> FileOutcome:
     display = str(path)
     outcome = process_source(data, display, file_settings, mode)
     if outcome.new_data is not None and mode.fix and not mode.diff:
@@ -150,8 +157,9 @@ _PREFILTERS: dict[tuple, PreFilter] = {}
 PYTHON_SUFFIXES = (".py", ".pyi")
 
 
-def _prefilter(file_settings: engine.FileSettings) -> PreFilter:
-    rules = file_settings.visitor_rules()
+def _prefilter(file_settings: FileSettings) -> PreFilter:
+    # Built from the rules' manifest entries: the rule classes need not be imported.
+    rules = file_settings.filter_rules()
     found = _PREFILTERS.get(rules)
     if found is None:
         found = _PREFILTERS[rules] = PreFilter(rules)
@@ -175,7 +183,7 @@ def _cacheable(outcome: FileOutcome, mode: Mode) -> bool:
 def _settle(
     path: Path,
     data: bytes,
-    file_settings: engine.FileSettings,
+    file_settings: FileSettings,
     mode: Mode,
     cache: Cache | None,
 ) -> tuple[FileOutcome | None, str | None]:
@@ -194,7 +202,7 @@ def _settle(
 
 
 def _from_cache(
-    digest: str, display: str, file_settings: engine.FileSettings, mode: Mode, cache: Cache
+    digest: str, display: str, file_settings: FileSettings, mode: Mode, cache: Cache
 ) -> FileOutcome | None:
     found = cache.get(digest, settings_key(file_settings, display, mode.text_edits), display)
     if found is None:
@@ -207,7 +215,7 @@ def _from_cache(
 def _settle_known(
     verdict: str,
     path: Path,
-    file_settings: engine.FileSettings,
+    file_settings: FileSettings,
     mode: Mode,
     cache: Cache,
 ) -> FileOutcome | None:
@@ -235,7 +243,7 @@ def _init_worker(mode: Mode, cache: Cache | None) -> None:
     _worker_state = (mode, cache)
 
 
-def _engine_task(task: tuple[str, engine.FileSettings]) -> FileOutcome:
+def _engine_task(task: tuple[str, FileSettings]) -> FileOutcome:
     assert _worker_state is not None
     mode, cache = _worker_state
     name, file_settings = task
@@ -253,6 +261,13 @@ def _engine_task(task: tuple[str, engine.FileSettings]) -> FileOutcome:
     return outcome
 
 
+def _load_engine() -> None:
+    """Import the engine, the sources and every rule (before forking the workers)."""
+    from . import engine, registry, sources  # noqa: F401
+
+    registry.all_rules()
+
+
 def check_files(
     files: Sequence[Path],
     settings: Settings,
@@ -260,14 +275,15 @@ def check_files(
     *,
     jobs: int = 1,
     cache: Cache | None = None,
+    stats: Sequence[os.stat_result | None] | None = None,
 ) -> list[FileOutcome]:
-    """The outcome of every file, in the order given."""
+    """The outcome of every file, in the order given (``stats``: their ``os.stat``, if known)."""
     outcomes: list[FileOutcome | None] = [None] * len(files)
-    pool: LazyPool[tuple[str, engine.FileSettings], FileOutcome] = LazyPool(
-        _engine_task, jobs, _init_worker, (mode, cache)
+    pool: LazyPool[tuple[str, FileSettings], FileOutcome] = LazyPool(
+        _engine_task, jobs, _init_worker, (mode, cache), preload=_load_engine
     )
     try:
-        _dispatch(files, settings, mode, cache, pool, outcomes)
+        _dispatch(files, settings, mode, cache, pool, outcomes, stats)
         for index, outcome in pool.results():
             outcomes[index] = outcome
     except BaseException:
@@ -281,18 +297,25 @@ def _dispatch(
     settings: Settings,
     mode: Mode,
     cache: Cache | None,
-    pool: LazyPool[tuple[str, engine.FileSettings], FileOutcome],
+    pool: LazyPool[tuple[str, FileSettings], FileOutcome],
     outcomes: list[FileOutcome | None],
+    stats: Sequence[os.stat_result | None] | None = None,
 ) -> None:
     """Settle what the parent can; submit the rest to the pool."""
     stat_index = StatIndex(cache) if cache is not None else None
+    known_stats = stats if stats is not None and len(stats) == len(files) else None
+    cwd = os.getcwd() if stat_index is not None else ""
     for index, path in enumerate(files):
-        file_settings = settings.for_file(path)
+        # Discovery found files (a path named on the command line may not exist: no folder).
+        file_settings = settings.for_file(path, is_dir=False)
         where, signature = "", None
         if stat_index is not None:
             # Unchanged since the last run (same stat signature): no need to even read it.
-            where = os.path.abspath(path)
-            signature = stat_index.signature(where)
+            where = _absolute(path, cwd)
+            found = known_stats[index] if known_stats is not None else None
+            signature = (
+                StatIndex.signature_of(found) if found is not None else stat_index.signature(where)
+            )
             verdict = stat_index.get(where, signature)
             if verdict is not None:
                 assert cache is not None
@@ -317,6 +340,16 @@ def _dispatch(
         cache.prune()
 
 
+def _absolute(path: Path, cwd: str) -> str:
+    """``os.path.abspath``, without its normalisation where a Path has none left to do."""
+    text = str(path)
+    if ".." in text or text == ".":
+        return os.path.abspath(text)
+    if text.startswith("/"):
+        return text
+    return os.path.join(cwd, text)
+
+
 def run(
     paths: Sequence[Path],
     settings: Settings,
@@ -329,7 +362,7 @@ def run(
     """Check (or fix) every file under ``paths``, with ``jobs`` processes and a cache."""
     settings.check_config(paths)
     found = discover(paths, settings, force_exclude=force_exclude)
-    outcomes = check_files(found.files, settings, mode, jobs=jobs, cache=cache)
+    outcomes = check_files(found.files, settings, mode, jobs=jobs, cache=cache, stats=found.stats)
     result = collect(outcomes, mode)
     result.errors = [*settings.errors, *found.errors, *result.errors]
     result.files_checked = len(found.files)

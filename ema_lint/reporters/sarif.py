@@ -13,14 +13,15 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path, PurePath
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .. import registry
 from .._version import __version__
 from ..diagnostics import Diagnostic
-from ..docs import fix_summary
-from ..rule import Rule
 from . import RunResult, located_message, rule_url
+
+if TYPE_CHECKING:  # the rules (and libcst) are loaded only when a SARIF log is written
+    from ..rule import Rule
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://ema-lint.readthedocs.io/"
@@ -61,7 +62,7 @@ def _level(code: str) -> str:
 
 
 def _rule_descriptor(rule: type[Rule]) -> dict[str, Any]:
-    from ..docs import render
+    from ..docs import fix_summary, render
 
     return {
         "id": rule.code,

@@ -13,6 +13,7 @@ import libcst as cst
 import pytest
 
 from ema_lint import registry
+from ema_lint.manifest import RuleInfo
 from ema_lint.rule import Rule
 from tests.samples import BAD
 
@@ -46,6 +47,9 @@ def crashing_rules(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for cached in (registry.by_code, registry.by_name):
         cached.cache_clear()
     monkeypatch.setattr(registry, "all_rules", lambda: extended)
+    # Selection reads the rule manifest: the extra rules are registered there too.
+    entries = tuple(RuleInfo.of(rule) for rule in extended)
+    monkeypatch.setattr(registry, "infos", lambda: entries)
     yield
     monkeypatch.undo()
     for cached in (registry.by_code, registry.by_name):

@@ -152,6 +152,18 @@ def test_many_tasks_run_in_workers_and_keep_their_index() -> None:
     assert all(pid != os.getpid() for _, pid in results.values())
 
 
+def test_preload_runs_in_the_parent_only_when_the_workers_start() -> None:
+    calls: list[int] = []
+    idle = LazyPool(_pid, jobs=2, preload=lambda: calls.append(os.getpid()))
+    idle.submit(0, 1)
+    assert list(idle.results()) == [(0, (1, os.getpid()))] and calls == []  # no pool: none
+    busy = LazyPool(_pid, jobs=2, preload=lambda: calls.append(os.getpid()))
+    for i in range(3):
+        busy.submit(i, i)
+    assert sorted(dict(busy.results())) == [0, 1, 2]
+    assert calls == [os.getpid()]
+
+
 def test_a_dead_worker_does_not_lose_files() -> None:
     pool = LazyPool(_dies_in_a_worker, jobs=2)
     for i in range(8):
