@@ -118,6 +118,11 @@ def measure(
     stdout_path: Path | None = None,
 ) -> Run:
     """Run argv as a child; wall time, CPU time and peak memory of its process tree."""
+    if env is None:
+        # Installed tools run from compiled bytecode; with PYTHONDONTWRITEBYTECODE set (some
+        # CI images and sandboxes set it), a checkout installed in editable mode would
+        # compile its modules again on every run, a cost no user of a release pays.
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     out = open(stdout_path or os.devnull, "wb")  # noqa: SIM115
     err = tempfile.TemporaryFile()  # noqa: SIM115
     try:

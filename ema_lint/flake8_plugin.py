@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -75,7 +74,7 @@ class EmaLintChecker:
     def parse_options(cls, options: Any) -> None:
         cls._selected = _any_code_selected(options)
         if cls._selected:
-            _union()  # built once here, before flake8 forks its workers
+            PreFilter.default().matches("")  # its plans built here, before flake8 forks
         rule_options: dict[str, dict[str, Any]] = {}
         for rule in registry.infos():
             for option in rule.options:
@@ -106,7 +105,7 @@ class EmaLintChecker:
         if not self._selected:
             return
         source = "".join(self.lines)
-        if not _union().matches(source):
+        if not PreFilter.default().matches(source):
             return
         from . import engine  # the rules and libcst: only for a file with a trigger
 
@@ -121,12 +120,6 @@ class EmaLintChecker:
                 sys.stderr.write(f"ema-lint: error: {error}\n")
         for d in engine.lint(source, self.filename, file_settings):
             yield d.line, d.column - 1, f"{d.code} {d.message}", type(self)
-
-
-@lru_cache(maxsize=1)
-def _union() -> PreFilter:
-    """The triggers of every rule (a superset of any selection's), from the manifest."""
-    return PreFilter(registry.infos())
 
 
 def _any_code_selected(options: Any) -> bool:

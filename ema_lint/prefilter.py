@@ -333,9 +333,7 @@ class PreFilter:
             else:
                 expressions.append(_identifier_expression(pattern.decode()))
         self.name_tests: tuple[Names, ...] = tuple(sorted(name_tests))
-        self._bytes = _Plan(kept, expressions, bytes, self.name_tests)
-        self._text = _Plan(kept, expressions, str, self.name_tests)
-        self.gates: tuple[bytes, ...] = tuple(step[0] for step in self._bytes.steps)
+        self._kept, self._expressions = kept, expressions
         # A non-ASCII literal is written in UTF-8 in the file: match text through its bytes.
         self._text_via_bytes = not all(t.isascii() for t in kept)
         # A group with a set whose every trigger contains a literal trigger of the union only
@@ -351,14 +349,33 @@ class PreFilter:
                 for alternatives in group
             )
         )
-        # Each set of a group is itself a small union of triggers.
-        # A set shared by several groups (an evidence set, a rule's own tokens) is one
-        # object, tested at most once per file.
+
+    # The matching plans compile a few hundred expressions: built on the first file to test,
+    # so a run that settles every file from its cache (which needs the fingerprint only)
+    # never pays for them.
+    @cached_property
+    def _bytes(self) -> _Plan:
+        return _Plan(self._kept, self._expressions, bytes, self.name_tests)
+
+    @cached_property
+    def _text(self) -> _Plan:
+        return _Plan(self._kept, self._expressions, str, self.name_tests)
+
+    @cached_property
+    def _groups(self) -> tuple[tuple[_TokenSet, ...], ...]:
+        # Each set of a group is itself a small union of triggers. A set shared by several
+        # groups (an evidence set, a rule's own tokens) is one object, tested at most once
+        # per file.
         sets: dict[tuple[bytes, ...], _TokenSet] = {}
-        self._groups = tuple(
+        return tuple(
             tuple(sets.setdefault(alternatives, _TokenSet(alternatives)) for alternatives in group)
             for group in self.groups
         )
+
+    @property
+    def gates(self) -> tuple[bytes, ...]:
+        """The literals scanned first (every trigger of the union contains one)."""
+        return tuple(step[0] for step in self._bytes.steps)
 
     @cached_property
     def fingerprint(self) -> str:
