@@ -26,7 +26,8 @@ import libcst as cst
 
 from .context import FileContext
 from .names import ImportTable, dotted_name
-from .values import Binding, ValueResolver
+from .origins import CYCLE, OriginWalk, is_self_attribute
+from .values import Binding
 
 # Libraries whose callables, under these module paths, make optimizers.
 _OPTIMIZER_MODULES = (
@@ -104,20 +105,13 @@ _ANNOTATIONS = frozenset(
     {"Optimizer", "OptimWrapper", "OptimizerWrapper", "AcceleratedOptimizer", "LightningOptimizer"}
 )
 
-_CYCLE = object()
 
-
-class Optimizers:
+class Optimizers(OriginWalk):
     """Which expressions of one module refer to optimizers, by their origin."""
 
-    MAX_DEPTH = 12
-
     def __init__(self, ctx: FileContext) -> None:
-        self.ctx = ctx
-        self.index = ctx.index
+        super().__init__(ctx)
         self.imports = ctx.get(ImportTable)
-        self.resolver = ctx.get(ValueResolver)
-        self._memo: dict[int, object] = {}
         self._unpacked: dict[int, cst.BaseExpression | None] | None = None
         self._classes: dict[str, list[cst.ClassDef]] | None = None
         self._unpacking_names: set[str] = set()
@@ -128,43 +122,25 @@ class Optimizers:
 
     def is_optimizer(self, expr: cst.BaseExpression) -> bool:
         """``expr`` refers to an optimizer, on every path that reaches it."""
-        return self._origin(expr, 0) is True
+        return self.follow(expr, 0) is True
 
     # Origins --------------------------------------------------------------------------------
-    def _origin(self, expr: cst.BaseExpression, depth: int) -> object:
-        if depth > self.MAX_DEPTH:
-            return None
-        key = id(expr)
-        if key in self._memo:
-            return self._memo[key]
-        self._memo[key] = _CYCLE
-        found = self._origin_uncached(expr, depth)
-        self._memo[key] = found
-        return found
-
-    def _origin_uncached(self, expr: cst.BaseExpression, depth: int) -> object:
+    def _step(self, expr: cst.BaseExpression, depth: int) -> object:
         if isinstance(expr, cst.Call):
             return self._made_by(expr, depth)
         if isinstance(expr, cst.Name):
             bindings = self.resolver.bindings_of(expr)
             if not bindings:
                 return None
-            return _agree([self._binding(expr.value, b, depth) for b in bindings])
-        if (
-            isinstance(expr, cst.Attribute)
-            and isinstance(expr.value, cst.Name)
-            and expr.value.value == "self"
-        ):
-            cls = self.resolver.class_of_self(expr)
-            if cls is None:
-                return None
-            attr = expr.attr.value
-            values = list(self.resolver.self_assignments(cls).get(attr, []))
-            values.extend(self._unpacked_self(cls, attr))
-            if not values or any(v is None for v in values):
-                return None
-            return _agree([self._origin(v, depth + 1) for v in values if v is not None])
+            return self._agree([self._binding(expr.value, b, depth) for b in bindings])
+        if isinstance(expr, cst.Attribute) and is_self_attribute(expr):
+            return self._self_attribute(expr, depth)
         return None
+
+    def _combine(self, answers: list[object]) -> object:
+        """True when every path that does not loop back says optimizer; None when one is
+        unknown or says otherwise."""
+        return True if all(f is True for f in answers) else None
 
     def _made_by(self, call: cst.Call, depth: int) -> object:
         func = call.func
@@ -173,7 +149,7 @@ class Optimizers:
         if isinstance(func, cst.Attribute) and func.attr.value in _PASS_THROUGH:
             positional = [a for a in call.args if a.keyword is None and not a.star]
             if len(positional) == 1:
-                return self._origin(positional[0].value, depth + 1)
+                return self.follow(positional[0].value, depth + 1)
             return None
         for name in self.imports.qualified_names(func):
             if name.startswith(_NOT_OPTIMIZER_MODULES):
@@ -195,23 +171,15 @@ class Optimizers:
 
     def _binding(self, name: str, binding: Binding, depth: int) -> object:
         if binding.kind == "assign" and binding.value is not None:
-            return self._origin(binding.value, depth + 1)
+            return self.follow(binding.value, depth + 1)
         if binding.kind == "param" and binding.param is not None:
-            param, function = binding.param, binding.function
+            param = binding.param
             if param.annotation is not None and self._optimizer_annotation(
                 param.annotation.annotation
             ):
                 return True
-            if not isinstance(function, cst.FunctionDef):
-                return None
-            found: list[object] = []
-            for call in self.resolver.callers(function):
-                arg = self.resolver.argument_for(function, param, call)
-                if arg is None:
-                    found.append(self._origin(param.default, depth + 1) if param.default else None)
-                else:
-                    found.append(self._origin(arg, depth + 1))
-            return _agree(found) if found else None
+            found = self._passed(binding, depth)
+            return self._agree(found) if found else None
         if binding.kind == "other":
             return self._unpacked_name(name)
         return None
@@ -247,7 +215,7 @@ class Optimizers:
         passes an optimizer through (judged by the argument's own origin); the name's other
         bindings are judged by the caller."""
         if name in self._unpacking_names:
-            return _CYCLE
+            return CYCLE
         unpacked = self._unpacking()
         self._unpacking_names.add(name)
         try:
@@ -256,14 +224,15 @@ class Optimizers:
                 if id(node) not in unpacked or node.value != name:
                     continue
                 arg = unpacked[id(node)]
-                if arg is None or self._origin(arg, 0) is not True:
+                if arg is None or self.follow(arg, 0) is not True:
                     return None
                 seen = True
             return True if seen else None
         finally:
             self._unpacking_names.discard(name)
 
-    def _unpacked_self(self, cls: cst.ClassDef, attr: str) -> list[cst.BaseExpression | None]:
+    def _more_values(self, cls: cst.ClassDef, attr: str) -> list[cst.BaseExpression | None]:
+        """``self.opt`` unpacked from ``accelerator.prepare(...)`` in the class."""
         found: list[cst.BaseExpression | None] = []
         for node in self.ctx.nodes(cst.Attribute):
             if id(node) not in self._unpacking() or node.attr.value != attr:
@@ -301,12 +270,3 @@ class Optimizers:
             return last in _ANNOTATIONS
         dotted = dotted_name(annotation)
         return dotted is not None and dotted.rsplit(".", 1)[-1] in _ANNOTATIONS
-
-
-def _agree(found: list[object]) -> object:
-    """True when every path that does not loop back says optimizer; None when one is unknown
-    or says otherwise."""
-    real = [f for f in found if f is not _CYCLE]
-    if not real:
-        return _CYCLE if found else None
-    return True if all(f is True for f in real) else None

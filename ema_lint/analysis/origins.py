@@ -41,11 +41,17 @@ SAME_OBJECT_METHODS = frozenset(
     }
 )
 
-_CYCLE = object()
+# What a path that loops back to an expression already being followed answers.
+CYCLE = object()
 
 
-class Origins:
-    """Creations of objects and expressions lifted into callers, for one module."""
+class OriginWalk:
+    """Follows an expression back along the paths the value resolver knows: a name to each
+    of its bindings, a parameter to what every in-module caller passes (or its default),
+    ``self.x`` to its assignments in the class. Each node is followed once (memoized), a
+    path that loops back answers ``CYCLE`` and is ignored, and the walk stops at
+    ``MAX_DEPTH``. A subclass says what one expression is (``_step``) and how the answers
+    of several paths combine (``_combine``)."""
 
     MAX_DEPTH = 12
 
@@ -55,6 +61,74 @@ class Origins:
         self.resolver = ctx.get(ValueResolver)
         self._memo: dict[int, object] = {}
 
+    def follow(self, expr: cst.BaseExpression, depth: int) -> object:
+        if depth > self.MAX_DEPTH:
+            return None
+        key = id(expr)
+        if key in self._memo:
+            return self._memo[key]
+        self._memo[key] = CYCLE
+        found = self._step(expr, depth)
+        self._memo[key] = found
+        return found
+
+    def _step(self, expr: cst.BaseExpression, depth: int) -> object:
+        raise NotImplementedError
+
+    def _combine(self, answers: list[object]) -> object:
+        """The answer of several paths (none of them a cycle)."""
+        raise NotImplementedError
+
+    def _agree(self, found: list[object]) -> object:
+        real = [f for f in found if f is not CYCLE]
+        if not real:
+            return CYCLE if found else None
+        return self._combine(real)
+
+    def _self_attribute(self, expr: cst.Attribute, depth: int) -> object:
+        """``self.x``: the answer of every value assigned to it in the class, None when one
+        is unknown."""
+        cls = self.resolver.class_of_self(expr)
+        if cls is None:
+            return None
+        values = list(self.resolver.self_assignments(cls).get(expr.attr.value, []))
+        values.extend(self._more_values(cls, expr.attr.value))
+        if not values or any(v is None for v in values):
+            return None
+        return self._agree([self.follow(v, depth + 1) for v in values if v is not None])
+
+    def _more_values(self, cls: cst.ClassDef, attr: str) -> list[cst.BaseExpression | None]:
+        """Values ``self.attr`` takes that are no plain assignment (a subclass may know)."""
+        return []
+
+    def _passed(self, binding: Binding, depth: int) -> list[object] | None:
+        """For a parameter: the answer of what each in-module caller passes (or the
+        default where a call omits it). None when the function is no plain ``def``."""
+        function, param = binding.function, binding.param
+        if not isinstance(function, cst.FunctionDef) or param is None:
+            return None
+        found: list[object] = []
+        for call in self.resolver.callers(function):
+            arg = self.resolver.argument_for(function, param, call)
+            if arg is None:
+                found.append(self.follow(param.default, depth + 1) if param.default else None)
+            else:
+                found.append(self.follow(arg, depth + 1))
+        return found
+
+
+def is_self_attribute(expr: cst.BaseExpression) -> bool:
+    """``self.x``."""
+    return (
+        isinstance(expr, cst.Attribute)
+        and isinstance(expr.value, cst.Name)
+        and expr.value.value == "self"
+    )
+
+
+class Origins(OriginWalk):
+    """Creations of objects and expressions lifted into callers, for one module."""
+
     @classmethod
     def build(cls, ctx: FileContext) -> Origins:
         return cls(ctx)
@@ -62,71 +136,40 @@ class Origins:
     # Creations ---------------------------------------------------------------------------------
     def creation(self, expr: cst.BaseExpression) -> cst.Call | None:
         """The call that made the object ``expr`` refers to (None: unknown or ambiguous)."""
-        found = self._creation(expr, 0)
+        found = self.follow(expr, 0)
         return found if isinstance(found, cst.Call) else None
 
-    def _creation(self, expr: cst.BaseExpression, depth: int) -> object:
-        if depth > self.MAX_DEPTH:
-            return None
-        key = id(expr)
-        if key in self._memo:
-            return self._memo[key]
-        self._memo[key] = _CYCLE
-        found = self._creation_uncached(expr, depth)
-        self._memo[key] = found
-        return found
-
-    def _creation_uncached(self, expr: cst.BaseExpression, depth: int) -> object:
+    def _step(self, expr: cst.BaseExpression, depth: int) -> object:
         if isinstance(expr, cst.Call):
             func = expr.func
             if isinstance(func, cst.Attribute) and func.attr.value in SAME_OBJECT_METHODS:
-                return self._creation(func.value, depth + 1)
+                return self.follow(func.value, depth + 1)
             return expr
         if isinstance(expr, cst.Name):
             bindings = self.resolver.bindings_of(expr)
             if not bindings:
                 return None
             return self._agree([self._binding(b, depth) for b in bindings])
-        if isinstance(expr, cst.Attribute):
-            base = expr.value
-            if isinstance(base, cst.Name) and base.value == "self":
-                cls = self.resolver.class_of_self(expr)
-                if cls is None:
-                    return None
-                values = self.resolver.self_assignments(cls).get(expr.attr.value, [])
-                if not values or any(v is None for v in values):
-                    return None
-                return self._agree([self._creation(v, depth + 1) for v in values if v is not None])
+        if isinstance(expr, cst.Attribute) and is_self_attribute(expr):
+            return self._self_attribute(expr, depth)
         return None
 
     def _binding(self, binding: Binding, depth: int) -> object:
         if binding.kind == "assign" and binding.value is not None:
-            return self._creation(binding.value, depth + 1)
+            return self.follow(binding.value, depth + 1)
         if binding.kind == "param" and binding.param is not None:
-            function = binding.function
-            if not isinstance(function, cst.FunctionDef):
+            found = self._passed(binding, depth)
+            if found is None:
                 return None
-            found: list[object] = []
-            for call in self.resolver.callers(function):
-                arg = self.resolver.argument_for(function, binding.param, call)
-                if arg is None:
-                    default = binding.param.default
-                    found.append(self._creation(default, depth + 1) if default else None)
-                else:
-                    found.append(self._creation(arg, depth + 1))
             if not found and binding.param.default is not None:
-                found.append(self._creation(binding.param.default, depth + 1))
+                found.append(self.follow(binding.param.default, depth + 1))
             return self._agree(found)
         return None
 
-    @staticmethod
-    def _agree(found: list[object]) -> object:
-        """The one creation every path leads to; paths that loop back are ignored."""
-        real = [f for f in found if f is not _CYCLE]
-        if not real:
-            return _CYCLE if found else None
-        first = real[0]
-        if first is None or any(f is not first for f in real):
+    def _combine(self, answers: list[object]) -> object:
+        """The one creation every path leads to."""
+        first = answers[0]
+        if first is None or any(f is not first for f in answers):
             return None
         return first
 
