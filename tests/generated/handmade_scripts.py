@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
 
-from tests.generated.scripts import _IDENTIFIERS, Bug, _Writer
+from tests.generated.scripts import _IDENTIFIERS, Bug, _Writer, write_main
 
 # The update's arithmetic, with ``{e}`` the averaged tensor, ``{p}`` the live one (as read,
 # ``.detach()`` or not) and ``{d}`` the decay. Forms over parameters only (``zip``, ``named``,
@@ -576,21 +576,5 @@ def _validate(w: _Writer, plan: HandPlan) -> None:
 
 
 def _main(w: _Writer, plan: HandPlan) -> None:
-    n = plan.names
-    w()
-    w()
-    w("def main():")
-    with w.block():
-        args = []
-        if plan.placement == "argparse":
-            w("args = parse_args()")
-            args.append("args")
-        w(f"{n['model']} = build_model()")
-        w(f"{n['loader']} = make_loader(train=True)")
-        w(f"{n['val_loader']} = make_loader(train=False)")
-        w(f"{n['train']}({', '.join([n['model'], n['loader'], n['val_loader'], *args])})")
-    w()
-    w()
-    w('if __name__ == "__main__":')
-    with w.block():
-        w("main()")
+    setup = [("args = parse_args()", "args")] if plan.placement == "argparse" else []
+    write_main(w, plan.names, setup, trainer_class=False)

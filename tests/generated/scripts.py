@@ -648,24 +648,24 @@ def _export(w: _Writer, plan: Plan) -> None:
     w(f'{plan.names["torch"]}.save(exported.state_dict(), "ema_fp16.pt")')
 
 
-def _main(w: _Writer, plan: Plan) -> None:
-    n = plan.names
+def write_main(
+    w: _Writer, names: dict[str, str], setup: list[tuple[str, str]], trainer_class: bool
+) -> None:
+    """``main()`` of every generated script: ``setup`` statements (each binds a name passed
+    on to training: ``args = parse_args()``), the model and loaders, then the training
+    function or a trainer class; and the ``__main__`` guard."""
+    n = names
     w()
     w()
     w("def main():")
     with w.block():
-        args = []
-        if plan.uses_argparse:
-            w("args = parse_args()")
-            args.append("args")
-        if plan.placement == "dataclass":
-            w("cfg = Config()")
-            args.append("cfg")
+        for statement, _ in setup:
+            w(statement)
         w(f"{n['model']} = build_model()")
         w(f"{n['loader']} = make_loader(train=True)")
         w(f"{n['val_loader']} = make_loader(train=False)")
-        call = ", ".join([n["model"], n["loader"], n["val_loader"], *args])
-        if plan.structure == "class":
+        call = ", ".join([n["model"], n["loader"], n["val_loader"], *(a for _, a in setup)])
+        if trainer_class:
             w(f"trainer = {n['trainer']}({call})")
             w(f"trainer.{n['train']}()")
         else:
@@ -675,6 +675,13 @@ def _main(w: _Writer, plan: Plan) -> None:
     w('if __name__ == "__main__":')
     with w.block():
         w("main()")
+
+
+def _main(w: _Writer, plan: Plan) -> None:
+    setup = [("args = parse_args()", "args")] if plan.uses_argparse else []
+    if plan.placement == "dataclass":
+        setup.append(("cfg = Config()", "cfg"))
+    write_main(w, plan.names, setup, plan.structure == "class")
 
 
 def _import_api(w: _Writer, plan: Plan) -> tuple[str, str]:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
 
-from tests.generated.scripts import _IDENTIFIERS, Bug, Script, _Writer
+from tests.generated.scripts import _IDENTIFIERS, Bug, Script, _Writer, write_main
 
 
 @dataclass
@@ -610,29 +610,8 @@ def _averaging(w: _Writer, plan: SwaPlan, bn_call: str) -> None:
 
 
 def _main(w: _Writer, plan: SwaPlan) -> None:
-    n = plan.names
-    w()
-    w()
-    w("def main():")
-    with w.block():
-        args = []
-        if plan.uses_argparse:
-            w("args = parse_args()")
-            args.append("args")
-        w(f"{n['model']} = build_model()")
-        w(f"{n['loader']} = make_loader(train=True)")
-        w(f"{n['val_loader']} = make_loader(train=False)")
-        call = ", ".join([n["model"], n["loader"], n["val_loader"], *args])
-        if plan.structure == "class":
-            w(f"trainer = {n['trainer']}({call})")
-            w(f"trainer.{n['train']}()")
-        else:
-            w(f"{n['train']}({call})")
-    w()
-    w()
-    w('if __name__ == "__main__":')
-    with w.block():
-        w("main()")
+    setup = [("args = parse_args()", "args")] if plan.uses_argparse else []
+    write_main(w, plan.names, setup, plan.structure == "class")
 
 
 # Lightning ----------------------------------------------------------------------------------
