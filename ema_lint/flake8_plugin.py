@@ -74,7 +74,7 @@ class EmaLintChecker:
     def parse_options(cls, options: Any) -> None:
         cls._selected = _any_code_selected(options)
         if cls._selected:
-            PreFilter.default().matches("")  # its plans built here, before flake8 forks
+            PreFilter.default().prepare()  # built once here, before flake8 forks its workers
         rule_options: dict[str, dict[str, Any]] = {}
         for rule in registry.infos():
             for option in rule.options:

@@ -372,6 +372,11 @@ class PreFilter:
             for group in self.groups
         )
 
+    def prepare(self) -> PreFilter:
+        """Build the matching plans now (before forking workers that would each build them)."""
+        _ = self._bytes, self._text, self._groups
+        return self
+
     @property
     def gates(self) -> tuple[bytes, ...]:
         """The literals scanned first (every trigger of the union contains one)."""
