@@ -165,6 +165,20 @@ async def test_open_publishes_findings_with_ranges(client: LanguageClient, folde
     assert ema101.code_description.href.endswith("/rules/EMA101/")
 
 
+async def test_columns_count_utf16_code_units(client: LanguageClient, folder: Path):
+    # The client speaks UTF-16 (VS Code's only encoding): an emoji is two code units.
+    text = (
+        'from timm.utils.model_ema import ModelEmaV2\nema = ModelEmaV2(m, note="😀", decay=0.9)\n'
+    )
+    uri = _open(client, folder / "emoji.py", text)
+    (diagnostic,) = await _settled(client, uri)
+    column = text.splitlines()[1].index("0.9") + 1
+    assert diagnostic.range.start == types.Position(1, column)
+    (fix,) = _fixes(await _actions(client, uri, diagnostic))
+    (edit,) = fix.edit.changes[uri]
+    assert edit.range.start.character >= column  # after the emoji, counted as two units
+
+
 async def test_change_republishes(client: LanguageClient, folder: Path):
     uri = _open(client, folder / "train.py", PYTHON)
     assert "EMA101" in _codes(await _settled(client, uri))
