@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -44,13 +45,16 @@ class Documents:
     def __init__(self) -> None:
         self._linted: dict[str, Linted] = {}
 
-    def update(self, uri: str, version: int | None, text: str) -> Linted | None:
-        """Lint the document's text now (None if the server does not check it)."""
+    def update(
+        self, uri: str, version: int | None, text: str, roots: Sequence[Path] = ()
+    ) -> Linted | None:
+        """Lint the document's text now (None if the server does not check it); ``roots``
+        are the workspace folders."""
         path = path_of(uri)
         if path is None:
             self._linted.pop(uri, None)
             return None
-        linted = Linted(uri, version, lint(text, path))
+        linted = Linted(uri, version, lint(text, path, roots))
         self._linted[uri] = linted
         return linted
 

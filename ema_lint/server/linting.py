@@ -9,8 +9,10 @@ that code actions and hover answer from the lint the editor shows.
 
 from __future__ import annotations
 
+import os
 import re
 import tokenize
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from io import StringIO
 from pathlib import Path
@@ -71,18 +73,39 @@ class Lint:
         return "python"
 
 
-def settings_for(path: Path) -> tuple[FileSettings, list[str], bool]:
+def settings_for(path: Path, roots: Sequence[Path] = ()) -> tuple[FileSettings, list[str], bool]:
     """The file's settings from its project's configuration (read afresh: the editor may
     have changed it), the configuration's errors, and whether the file is excluded."""
     settings = Settings()
     file_settings = settings.for_file(path)
-    excluded = settings.excluded(path)
+    excluded = _excluded(settings, path, roots)
     return file_settings, list(settings.errors), excluded
 
 
-def lint(text: str, path: Path) -> Lint:
-    """The findings of ``text``, the content of the document at ``path``."""
-    file_settings, errors, excluded = settings_for(path)
+def _excluded(settings: Settings, path: Path, roots: Sequence[Path]) -> bool:
+    """Whether walking the project would skip the file: it, or a folder above it up to the
+    workspace folder holding it (else the project's root), matches an exclude pattern of
+    the configuration governing that folder's parent, as in ``ema-lint check .``."""
+    path = Path(os.path.abspath(path))
+    holding = [r for r in roots if path.is_relative_to(r)]
+    top = max(holding, key=lambda r: len(r.parts)) if holding else None
+    if top is None:
+        top = settings.config_for(path).root
+        if not path.is_relative_to(top):
+            return not settings.kept_files(path.parent, [path.name])
+    folder, name = path.parent, path.name
+    while True:
+        if not settings.kept_files(folder, [name]):
+            return True
+        if folder == top or folder.parent == folder:
+            return False
+        folder, name = folder.parent, folder.name
+
+
+def lint(text: str, path: Path, roots: Sequence[Path] = ()) -> Lint:
+    """The findings of ``text``, the content of the document at ``path``; ``roots`` are the
+    editor's workspace folders."""
+    file_settings, errors, excluded = settings_for(path, roots)
     result = Lint(str(path), text, file_settings, notes=errors)
     if excluded or not checked(result.path):
         return result

@@ -9,6 +9,7 @@ the rule's ``ema-lint explain`` text.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
@@ -73,7 +74,7 @@ class EmaLintServer(LanguageServer):
     def lint(self, uri: str) -> None:
         document = self.workspace.get_text_document(uri)
         try:
-            linted = self.documents.update(uri, document.version, document.source)
+            linted = self.documents.update(uri, document.version, document.source, self.roots())
             if linted is None:
                 return
             diagnostics = [self.diagnostic(linted, f) for f in linted.findings]
@@ -83,6 +84,15 @@ class EmaLintServer(LanguageServer):
         for message in linted.lint.notes:
             self.note(message)
         self.publish(uri, linted.version, diagnostics)
+
+    def roots(self) -> list[Path]:
+        """The workspace folders (excludes apply to the folders below them)."""
+        folders = getattr(self.workspace, "folders", None) or {}
+        uris = [f.uri for f in folders.values()]
+        root = getattr(self.workspace, "root_uri", None)
+        if root:
+            uris.append(root)
+        return [p for p in map(path_of, uris) if p is not None]
 
     def relint_all(self) -> None:
         for uri in self.documents.uris():

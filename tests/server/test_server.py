@@ -425,3 +425,17 @@ async def test_project_configuration_governs_findings(client: LanguageClient, fo
     assert _codes(await _settled(client, uri)) == ["EMA405"]
     (fix_all,) = await _actions(client, uri, only=[types.CodeActionKind.SourceFixAll])
     assert _apply(PYTHON, fix_all.edit) == PYTHON.replace("swa_lrs=", "swa_lr=")
+
+
+async def test_excluded_files_are_not_checked(client: LanguageClient, folder: Path):
+    project = folder / "project"
+    for sub in ("generated/deep", "build", "src"):
+        (project / sub).mkdir(parents=True)
+    (project / "pyproject.toml").write_text(
+        '[tool.ema-lint]\nextend-exclude = ["generated", "old_*.py"]\n', encoding="utf-8"
+    )
+    for relative in ("generated/deep/train.py", "build/train.py", "src/old_train.py"):
+        uri = _open(client, project / relative, PYTHON)
+        assert await _settled(client, uri) == [], relative
+    uri = _open(client, project / "src" / "train.py", PYTHON)
+    assert _codes(await _settled(client, uri)) == ["EMA101", "EMA405"]
