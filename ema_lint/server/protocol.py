@@ -94,6 +94,30 @@ class EmaLintServer(LanguageServer):
             uris.append(root)
         return [p for p in map(path_of, uris) if p is not None]
 
+    def watch_configuration(self) -> None:
+        """Ask the client to report changes of configuration files (if it can), so that
+        editing one outside the editor re-checks the open documents."""
+        try:
+            watched = self.client_capabilities.workspace.did_change_watched_files
+        except AttributeError:
+            return
+        if watched is None or not watched.dynamic_registration:
+            return
+        watchers = [types.FileSystemWatcher(glob_pattern=f"**/{name}") for name in CONFIG_NAMES]
+        params = types.RegistrationParams(
+            registrations=[
+                types.Registration(
+                    id="ema-lint-configuration",
+                    method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                    register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers),
+                )
+            ]
+        )
+        register = getattr(self, "client_register_capability", None)
+        if register is None:  # pygls 1
+            register = self.register_capability  # type: ignore[attr-defined]
+        register(params)
+
     def relint_all(self) -> None:
         for uri in self.documents.uris():
             self.lint(uri)
@@ -247,6 +271,10 @@ class EmaLintServer(LanguageServer):
 def create() -> EmaLintServer:
     """A server with every feature registered."""
     server = EmaLintServer()
+
+    @server.feature(types.INITIALIZED)
+    def initialized(ls: EmaLintServer, params: types.InitializedParams) -> None:
+        ls.watch_configuration()
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: EmaLintServer, params: types.DidOpenTextDocumentParams) -> None:

@@ -40,6 +40,11 @@ DECAY = (6, PYTHON.splitlines()[6].index("0.9"))  # 0-based line and column of t
 )
 async def client(lsp_client: LanguageClient, tmp_path_factory):
     root = tmp_path_factory.mktemp("workspace")
+
+    @lsp_client.feature(types.CLIENT_REGISTER_CAPABILITY)
+    def register(params: types.RegistrationParams) -> None:
+        REGISTRATIONS.extend(params.registrations)
+
     await lsp_client.initialize_session(
         types.InitializeParams(
             capabilities=client_capabilities("visual-studio-code"),
@@ -58,6 +63,7 @@ def folder(tmp_path: Path) -> Path:
 
 
 _versions: dict[str, int] = {}
+REGISTRATIONS: list = []
 
 
 def _open(client: LanguageClient, path: Path, text: str, language: str = "python") -> str:
@@ -425,6 +431,26 @@ async def test_project_configuration_governs_findings(client: LanguageClient, fo
     assert _codes(await _settled(client, uri)) == ["EMA405"]
     (fix_all,) = await _actions(client, uri, only=[types.CodeActionKind.SourceFixAll])
     assert _apply(PYTHON, fix_all.edit) == PYTHON.replace("swa_lrs=", "swa_lr=")
+
+
+async def test_watched_configuration_changes_recheck(client: LanguageClient, folder: Path):
+    (registration,) = [r for r in REGISTRATIONS if r.method == "workspace/didChangeWatchedFiles"]
+    patterns = {w["globPattern"] for w in registration.register_options["watchers"]}
+    assert patterns == {"**/pyproject.toml", "**/ema-lint.toml", "**/.ema-lint.toml"}
+    project = folder / "project"
+    project.mkdir()
+    uri = _open(client, project / "train.py", PYTHON)
+    assert _codes(await _settled(client, uri)) == ["EMA101", "EMA405"]
+    # Changed outside the editor: the client reports it, the open documents are re-checked.
+    config = project / ".ema-lint.toml"
+    config.write_text('select = ["EMA4"]\n', encoding="utf-8")
+    client.diagnostics.pop(uri)
+    client.workspace_did_change_watched_files(
+        types.DidChangeWatchedFilesParams(
+            changes=[types.FileEvent(uri=config.as_uri(), type=types.FileChangeType.Created)]
+        )
+    )
+    assert _codes(await _settled(client, uri)) == ["EMA405"]
 
 
 async def test_excluded_files_are_not_checked(client: LanguageClient, folder: Path):
