@@ -223,7 +223,9 @@ class EmaLintServer(LanguageServer):
                         is_preferred=not finding.unsafe,
                     )
                 )
-        edit = self.edit(linted, suppressed_text(linted.lint, finding))
+        # ema-lint's own errors (a file that does not parse) are not silenced by a comment.
+        internal = registry.is_internal(d.code)
+        edit = None if internal else self.edit(linted, suppressed_text(linted.lint, finding))
         if edit is not None:
             actions.append(
                 types.CodeAction(

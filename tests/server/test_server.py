@@ -213,6 +213,14 @@ async def test_close_clears(client: LanguageClient, folder: Path):
     assert await _settled(client, uri) == []
 
 
+async def test_unparseable_file_is_an_error(client: LanguageClient, folder: Path):
+    uri = _open(client, folder / "broken.py", "from timm.utils import ModelEmaV2\nema = (\n")
+    (diagnostic,) = await _settled(client, uri)
+    assert diagnostic.code == "EMA901"
+    assert diagnostic.severity == types.DiagnosticSeverity.Error
+    assert await _actions(client, uri, diagnostic, only=[types.CodeActionKind.QuickFix]) == []
+
+
 async def test_other_files_are_not_checked(client: LanguageClient, folder: Path):
     uri = _open(client, folder / "notes.txt", PYTHON, language="plaintext")
     assert await _settled(client, uri) == []
