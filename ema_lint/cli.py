@@ -28,7 +28,7 @@ from .runner import Mode, collect, process_source, run
 # Nothing here imports the rules or libcst: a run whose files are all settled by the
 # pre-filter or the cache never needs them (``rules``, ``explain`` and the engine import them).
 
-SUBCOMMANDS = ("check", "rules", "explain")
+SUBCOMMANDS = ("check", "rules", "explain", "server")
 INTERNAL_ERRORS = ("EMA902", "EMA903")
 
 
@@ -135,7 +135,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     explain = sub.add_parser("explain", help="show a rule's documentation")
     explain.add_argument("rule", help="a code (EMA101) or name (ema-decay-out-of-range)")
+    _add_server_parser(sub)
     return parser
+
+
+def _add_server_parser(sub: argparse._SubParsersAction) -> None:
+    sub.add_parser(
+        "server",
+        help="run the language server for editors (LSP over stdio; needs the server extra)",
+        description="Run the language server over stdin/stdout (pip install 'ema-lint[server]').",
+    )
+
+
+def _server(stderr: TextIO) -> int:
+    from .server import serve
+
+    return serve(stderr)
 
 
 def _jobs(text: str) -> int:
@@ -360,6 +375,8 @@ def main(
             return _rules(args, stdout)
         if args.command == "explain":
             return _explain(args, stdout)
+        if args.command == "server":
+            return _server(stderr)
         return _check(args, stdout, stderr, stdin)
     except UsageError as error:
         stderr.write(f"ema-lint: error: {error}\n")
