@@ -47,7 +47,14 @@ from .api_calls import BoundCalls
 from .apis import ApiSpec, BoundCall, Role
 from .context import FileContext
 from .names import ImportTable, dotted_name
-from .updates import WEIGHT_METHODS, InPlaceUpdate, InPlaceUpdates, container_of, strip_tensor
+from .updates import (
+    WEIGHT_METHODS,
+    InPlaceUpdate,
+    InPlaceUpdates,
+    container_of,
+    strip_tensor,
+    uncast,
+)
 from .values import ValueResolver
 from .vocabulary import (
     COPY_AVERAGE_WORDS,
@@ -272,7 +279,7 @@ class AveragingObjects:
         """
         if update.source is None:
             return False
-        source = strip_tensor(update.source)
+        source = uncast(strip_tensor(update.source))  # ``v.half()`` is still ``v``'s weights
         listed = update.form == "foreach" and update.source_method in WEIGHT_METHODS
         if not isinstance(source, (cst.Name, cst.Attribute, cst.Subscript)) and not listed:
             return False  # a computed value: ``p ** 2``, ``grad * lr``
