@@ -47,7 +47,14 @@ from .api_calls import BoundCalls
 from .apis import ApiSpec, BoundCall, Role
 from .context import FileContext
 from .names import ImportTable, dotted_name
-from .updates import WEIGHT_METHODS, InPlaceUpdate, InPlaceUpdates, container_of, strip_tensor
+from .updates import (
+    WEIGHT_METHODS,
+    InPlaceUpdate,
+    InPlaceUpdates,
+    container_of,
+    strip_tensor,
+    uncast,
+)
 from .values import ValueResolver
 from .vocabulary import (
     COPY_AVERAGE_WORDS,
@@ -208,6 +215,40 @@ class AveragingObjects:
                 return obj
         return None
 
+    def names_only(self, obj: AveragingObject) -> bool:
+        """An API object that averages nothing: bound to local names only, never updated,
+        and used only through methods that neither update nor apply it (TF's
+        ``ExponentialMovingAverage(decay=0.0)`` kept for ``ema.average_name(var)``, to map
+        checkpoint names). Its weight is moot. False as soon as it escapes (passed on,
+        returned, stored on an object), since it may be updated where it goes."""
+        spec = obj.spec
+        if obj.bound is None or spec is None or obj.updates or not spec.update_methods:
+            return False
+        if not obj.bindings or not all(isinstance(b, cst.Name) for b in obj.bindings):
+            return False
+        names = {b.value for b in obj.bindings if isinstance(b, cst.Name)}
+        used = {*spec.update_methods, *spec.apply_methods, *spec.store_methods}
+        scope = self.index.enclosing(obj.creation, cst.FunctionDef)
+        seen = False
+        for node in self.index.descendants(scope or self.ctx.module, cst.Name):
+            assert isinstance(node, cst.Name)
+            if node.value not in names or any(node is b for b in obj.bindings):
+                continue
+            parent = self.index.parent(node)
+            if isinstance(parent, cst.AssignTarget):
+                continue
+            call = self.index.parent(parent) if isinstance(parent, cst.Attribute) else None
+            if not (
+                isinstance(parent, cst.Attribute)
+                and parent.value is node
+                and isinstance(call, cst.Call)
+                and call.func is parent
+                and parent.attr.value not in used
+            ):
+                return False
+            seen = True
+        return seen
+
     def of_kind(self, *uses: Use) -> list[AveragingObject]:
         return [o for o in self.objects if o.use in uses]
 
@@ -238,7 +279,7 @@ class AveragingObjects:
         """
         if update.source is None:
             return False
-        source = strip_tensor(update.source)
+        source = uncast(strip_tensor(update.source))  # ``v.half()`` is still ``v``'s weights
         listed = update.form == "foreach" and update.source_method in WEIGHT_METHODS
         if not isinstance(source, (cst.Name, cst.Attribute, cst.Subscript)) and not listed:
             return False  # a computed value: ``p ** 2``, ``grad * lr``
@@ -299,6 +340,8 @@ class AveragingObjects:
         ``p.requires_grad = False`` over its parameters); None when not a hand-made copy."""
         if not obj.module_copy:
             return None
+        if self._copied_while_frozen(obj):
+            return True
         for call in self.ctx.nodes(cst.Call):
             func = call.func
             if not isinstance(func, cst.Attribute) or func.attr.value != "requires_grad_":
@@ -320,6 +363,40 @@ class AveragingObjects:
             ):
                 return True
         return False
+
+    def built_frozen(self, model: cst.BaseExpression) -> cst.BaseExpression | None:
+        """The value a model name is built from when that build freezes its parameters
+        (``G = build(...).train().requires_grad_(False).to(device)``), else None. Such a
+        model needs grad only where the code switches it on (around its backward)."""
+        if not isinstance(model, cst.Name):
+            return None
+        value = self.ctx.get(ValueResolver).assigned_value(model)
+        node = value
+        while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            if node.func.attr.value == "requires_grad_":
+                return value if node.args and _is_false(node.args[0].value) else None
+            node = node.func.value
+        return None
+
+    def _copied_while_frozen(self, obj: AveragingObject) -> bool:
+        """The copy was made of a model built frozen (``G = build().requires_grad_(False)``;
+        ``ema = deepcopy(G)``) and not unfrozen before the copy: ``deepcopy`` keeps each
+        parameter's ``requires_grad``, so later toggles of the model (around its backward)
+        leave the copy frozen."""
+        value = self.built_frozen(obj.source) if obj.source is not None else None
+        if value is None:
+            return False
+        for call in self.ctx.nodes(cst.Call):
+            func = call.func
+            if (
+                isinstance(func, cst.Attribute)
+                and func.attr.value == "requires_grad_"
+                and self.index.is_before(value, call)
+                and self.index.is_before(call, obj.creation)
+                and not (call.args and _is_false(call.args[0].value))
+            ):
+                return False  # some model is unfrozen between the build and the copy
+        return True
 
     def _over_parameters_of(self, node: cst.CSTNode, obj: AveragingObject) -> bool:
         loop = self.index.enclosing(node, cst.For)

@@ -169,6 +169,8 @@ class DecaySettings:
         obj = objects.for_call(bound.call) if objects is not None else None
         if obj is None and spec.role is Role.EMA_AVG_FN:
             return None
+        if obj is not None and objects is not None and objects.names_only(obj):
+            return None  # it averages nothing: its weight is moot
         use = obj.use if obj is not None else Use.EVAL
         if spec.role is Role.GRADIENT_EMA:
             use = Use.NOT_WEIGHTS

@@ -45,6 +45,7 @@ from .context import FileContext
 from .loops import Loop, TrainingLoops
 from .names import ImportTable, dotted_name
 from .origins import SAME_OBJECT_METHODS, Origins
+from .recalibration import LocalBnUpdates
 from .schedulers import LrSchedulers, ScheduleKind, Scheduler
 from .values import Value, ValueResolver
 
@@ -196,6 +197,7 @@ class SwaAnalysis:
         self.bn_updates = [
             b for b in ctx.get(BoundCalls).calls if b.spec.role is Role.BN_UPDATE and not b.virtual
         ]
+        self.bn_updates.extend(ctx.get(LocalBnUpdates).calls)  # the module's own update_bn
         for obj in candidates:
             model = SwaModel(obj, obj.kind is Method.SWA, self._buffers_averaged(obj))
             for update in obj.updates:

@@ -108,7 +108,7 @@ class WeightSwaps:
             if self.loops.function_of(r) is fn and self.index.is_before(copy_to, r)
         ]
         swap = Swap(obj, store, copy_to, fn, after)
-        swap.back_to_training = self._back_to_training(copy_to, fn)
+        swap.back_to_training = self.back_to_training(copy_to, fn)
         if not after:
             swap.missing = not any(self.loops.function_of(r) is not fn for r in restores)
             return swap
@@ -174,7 +174,7 @@ class WeightSwaps:
                 return True
         return False
 
-    def _back_to_training(self, node: cst.CSTNode, fn: cst.FunctionDef | None) -> bool:
+    def back_to_training(self, node: cst.CSTNode, fn: cst.FunctionDef | None) -> bool:
         if self.loops.anchors(node):
             return True
         hooks = self.ctx.get(FrameworkHooks)

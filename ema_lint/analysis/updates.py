@@ -143,6 +143,7 @@ class InPlaceUpdates:
         self.index = ctx.index
         self.updates: list[InPlaceUpdate] = []
         self._code: dict[int, str] = {}
+        self._functions: dict[str, cst.FunctionDef] | None = None
         self._resolver: ValueResolver | None = None
         for call in ctx.nodes(cst.Call):
             found = self._from_call(call)
@@ -590,7 +591,7 @@ class InPlaceUpdates:
         (the container and the method iterated)."""
         none: _Side = (None, None)
         shadow_name = _root_name(strip_tensor(shadow))
-        source_name = _root_name(strip_tensor(source)) if source is not None else None
+        source_name = _root_name(uncast(strip_tensor(source))) if source is not None else None
         source_side = self._subscript_side(source)
         for ancestor in self.index.ancestors(node):
             if not isinstance(ancestor, cst.For):
@@ -712,13 +713,148 @@ class InPlaceUpdates:
         method = _method_of(node)
         if method is not None:
             return container_of(node), method
+        if isinstance(node, cst.Call):
+            helper = self._helper_weights(node)
+            if helper is not None:
+                arg, method, fresh = helper
+                return (expr if fresh else arg), method
+            func = node.func
+            if (
+                depth < self.MAX_DEPTH
+                and isinstance(func, cst.Attribute)
+                and func.attr.value in ("items", "values")
+                and not node.args
+                and isinstance(func.value, (cst.Name, cst.Attribute))
+            ):
+                found, method = self._container(func.value, depth + 1)  # sd.items()
+                if method is not None:
+                    return found, method
         if depth < self.MAX_DEPTH and isinstance(node, (cst.Name, cst.Attribute)):
             value = self.resolver.assigned_value(node)
+            if isinstance(value, cst.Call):
+                helper = self._helper_weights(value)
+                if helper is not None and helper[2]:
+                    return node, helper[1]  # a fresh dict of the weights: its own container
             if value is not None:
                 found, method = self._container(value, depth + 1)
                 if method is not None:
                     return found, method
         return container_of(expr), None
+
+    def _helper_weights(self, call: cst.Call) -> tuple[cst.BaseExpression, str, bool] | None:
+        """``extract(model, rank)`` where ``extract`` is a function of the module that
+        returns a dict or list it fills from a parameter's weights (``for k, v in
+        model.named_parameters(): out[k] = v.cpu()``): the argument passed for that
+        parameter, the weight method, and whether the entries are new tensors (copies,
+        casts) rather than the model's own."""
+        if not isinstance(call.func, cst.Name):
+            return None
+        function = self._module_functions().get(call.func.value)
+        if function is None or self.index.contains(function, call):
+            return None
+        returned = [
+            r.value
+            for r in self.index.descendants(function, cst.Return)
+            if isinstance(r, cst.Return) and r.value is not None
+        ]
+        if len(returned) != 1 or not isinstance(returned[0], cst.Name):
+            return None
+        result = returned[0].value
+        params = [p.name.value for p in function.params.params]
+        for loop in self.index.descendants(function, cst.For):
+            assert isinstance(loop, cst.For)
+            method = _method_of(loop.iter)
+            base = container_of(loop.iter)
+            if method is None or not isinstance(base, cst.Name) or base.value not in params:
+                continue
+            filled = self._fills(loop, result)
+            if filled is None:
+                continue
+            position = params.index(base.value)
+            fresh = not (isinstance(filled, cst.Name) and filled.value in _for_targets(loop))
+            if fresh and self._without_grad(function, filled):
+                method = "state_dict"  # detached copies: weight values that record no graph
+            for index, arg in enumerate(call.args):
+                if arg.star:
+                    return None
+                keyword = arg.keyword.value if arg.keyword is not None else None
+                if keyword == base.value or (keyword is None and index == position):
+                    return arg.value, method, fresh
+        return None
+
+    def helper_entries(self, call: cst.Call) -> cst.BaseExpression | None:
+        """For a call of a module function that fills a dict or list from a parameter's
+        weights (see ``_helper_weights``), what it stores per entry (``v.cpu().half()``)."""
+        if self._helper_weights(call) is None:
+            return None
+        assert isinstance(call.func, cst.Name)
+        function = self._module_functions()[call.func.value]
+        returned = next(
+            r.value for r in self.index.descendants(function, cst.Return) if r.value is not None
+        )
+        assert isinstance(returned, cst.Name)
+        for loop in self.index.descendants(function, cst.For):
+            assert isinstance(loop, cst.For)
+            filled = self._fills(loop, returned.value)
+            if filled is not None:
+                return filled
+        return None
+
+    def _without_grad(self, function: cst.FunctionDef, value: cst.BaseExpression) -> bool:
+        """The helper's entries carry no autograd history: detached, or made under
+        ``no_grad`` / ``inference_mode`` (a decorator or a ``with`` block)."""
+        node: cst.BaseExpression = value
+        while True:
+            if isinstance(node, cst.Attribute):
+                if node.attr.value == "data":
+                    return True
+                node = node.value
+            elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+                if node.func.attr.value == "detach":
+                    return True
+                node = node.func.value
+            else:
+                break
+        guards = [self.code(d.decorator) for d in function.decorators]
+        guards.extend(
+            self.code(item.item)
+            for with_ in self.index.descendants(function, cst.With)
+            if isinstance(with_, cst.With) and self.index.contains(with_, value)
+            for item in with_.items
+        )
+        return any("no_grad" in g or "inference_mode" in g for g in guards)
+
+    def _fills(self, loop: cst.For, result: str) -> cst.BaseExpression | None:
+        """What the loop writes into ``result`` (``result[k] = x``, ``result.append(x)``):
+        ``x``, or None when it writes nothing there."""
+        for node in self.index.descendants(loop.body, (cst.Assign, cst.Call)):
+            if isinstance(node, cst.Assign):
+                target = node.targets[0].target
+                if (
+                    isinstance(target, cst.Subscript)
+                    and isinstance(target.value, cst.Name)
+                    and target.value.value == result
+                ):
+                    return node.value
+            elif (
+                isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Attribute)
+                and node.func.attr.value == "append"
+                and isinstance(node.func.value, cst.Name)
+                and node.func.value.value == result
+                and node.args
+            ):
+                return node.args[0].value
+        return None
+
+    def _module_functions(self) -> dict[str, cst.FunctionDef]:
+        if self._functions is None:
+            self._functions = {
+                f.name.value: f
+                for f in self.ctx.nodes(cst.FunctionDef)
+                if isinstance(f, cst.FunctionDef) and isinstance(self.index.parent(f), cst.Module)
+            }
+        return self._functions
 
     # What becomes of the result ---------------------------------------------------------------
     def _dead_name(self, assign: cst.Assign, name: cst.Name) -> str | None:
@@ -925,6 +1061,20 @@ def _names_in(target: cst.BaseExpression) -> set[str]:
 
     walk(target)
     return found
+
+
+_CASTS = frozenset({"half", "float", "bfloat16", "double", "to", "type"})
+
+
+def uncast(node: cst.BaseExpression) -> cst.BaseExpression:
+    """``v.half()`` / ``v.to(torch.float16)`` -> ``v``: the tensor a cast is of."""
+    while (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value in _CASTS
+    ):
+        node = strip_tensor(node.func.value)
+    return node
 
 
 def _root_name(node: cst.BaseExpression | None) -> str | None:

@@ -29,7 +29,10 @@ class DecayInvalid(Rule):
     constants, argparse defaults, dataclass fields and config dicts; a weight the code
     reassigns after construction (a schedule) is not judged. Hand-written updates of an
     averaged copy are judged too (``e.mul_(d).add_(p, alpha=1 - d)`` with ``d`` of 1 or
-    1.5); their coefficients below 0.5 are EMA302's finding (swapped).
+    1.5); their coefficients below 0.5 are EMA302's finding (swapped). An object that
+    averages nothing is not judged: kept in a local name, never updated or applied, used
+    only through other methods (``tf.train.ExponentialMovingAverage(decay=0.0)`` built for
+    ``ema.average_name(var)``, to map checkpoint names).
 
     ## Why it hurts training
     With a decay of 1 the averaged model is the initial (often random) model for the whole

@@ -9,7 +9,8 @@ from ..analysis.averaging import AveragingObject, AveragingObjects, Use
 from ..analysis.decays import DecaySettings
 from ..analysis.horizon import format_number
 from ..analysis.names import ImportTable
-from ..analysis.triggers import OBJECT_EVIDENCE
+from ..analysis.triggers import UPDATE_EVIDENCE
+from ..analysis.updates import InPlaceUpdate, InPlaceUpdates
 from ..analysis.values import Symbol, Value, ValueResolver
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability
 from ..rule import Rule
@@ -28,6 +29,8 @@ _HALF = {
     "half": "float16",
 }
 _CASTS = {"half": "torch.float16", "bfloat16": "torch.bfloat16"}
+# Methods of a module that return the module itself: a chain through them builds one model.
+_MODULE_CHAIN = frozenset({"train", "eval", "requires_grad_", "cuda", "cpu", "to", "float"})
 
 
 def _half_name(value: Value) -> str | None:
@@ -50,9 +53,19 @@ class LowPrecisionEma(Rule):
     when ``weight_dtype`` is half precision in some runs (the usual
     ``weight_dtype = torch.float16 if fp16 else ...`` of diffusion fine-tuning scripts).
 
+    The copy also inherits half precision from the model it is made of:
+    ``ema = deepcopy(model)`` where ``model = build(..., torch_dtype=dtype)`` and ``dtype``
+    is half precision (followed through dtype converters and config defaults such as
+    ``to_torch_dtype(cfg.get("dtype", "bf16"))``) or ``model = net.half()``; and a
+    hand-made shadow whose entries are made half (a dict filled with
+    ``p.detach().cpu().half()``, or clones of one) is updated in half precision wherever
+    it lives (one finding per loop of updates).
+
     Silent for timm ``ModelEmaV3`` in bfloat16 with its default stochastic rounding, which
     is designed for that, and for a cast that comes after every update of the copy in the
-    module (half precision for export or inference once training is done).
+    module (half precision for export or inference once training is done), and for a
+    copy of a half model that is cast back (``deepcopy(model).to(torch.float32)``,
+    ``ema.float()``).
 
     ## Why it hurts training
     Each update moves the average by ``(1 - decay) * (weights - average)``: with a decay
@@ -94,8 +107,8 @@ class LowPrecisionEma(Rule):
     summary = "Averaged weights kept in float16 or bfloat16, where updates round away"
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.SAFE
-    triggers = OBJECT_EVIDENCE.triggers
-    trigger_groups = OBJECT_EVIDENCE.groups
+    triggers = UPDATE_EVIDENCE.triggers
+    trigger_groups = UPDATE_EVIDENCE.groups
     requires = (AveragingObjects, ValueResolver)
 
     def finish(self) -> None:
@@ -110,6 +123,7 @@ class LowPrecisionEma(Rule):
                 continue
             self._api_dtype(obj)
             self._copied_from_half(obj)
+        self._half_updates(objects)
         for call in self.ctx.nodes(cst.Call):
             func = call.func
             if isinstance(func, cst.Attribute) and func.attr.value in ("half", "bfloat16", "to"):
@@ -218,6 +232,9 @@ class LowPrecisionEma(Rule):
                 return  # cast back to full precision after the copy
             link = link.func.value
         inner = deepcopy.args[0].value
+        if isinstance(inner, cst.Name):
+            self._copied_from_half_model(obj, deepcopy, inner)
+            return
         if not (isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute)):
             return
         dtype = self._cast_dtype(inner)
@@ -231,6 +248,170 @@ class LowPrecisionEma(Rule):
             ),
         )
         self.report(inner, self._message(obj, *dtype), fix)
+
+    def _copied_from_half_model(
+        self, obj: AveragingObject, deepcopy: cst.Call, model: cst.Name
+    ) -> None:
+        """``ema = deepcopy(model)`` where ``model`` was built or cast to half precision:
+        ``model = build(..., torch_dtype=dtype).train()`` with a half ``dtype``,
+        ``model = net.half()``. Silent when the copy is cast back to float afterwards."""
+        value = self._value_before(model, deepcopy)
+        if value is None:
+            return
+        dtype = self._built_half(value)
+        if dtype is None or self._cast_to_float(obj):
+            return
+        via = f"{model.value}, built in {dtype[0].replace('torch.', '')}"
+        self.report(
+            deepcopy.args[0].value,
+            self._message(obj, dtype[0], dtype[1], via=via),
+            Fix.unsafe(
+                "Keep the averaged copy in float32",
+                Edit.replace(deepcopy, cst.Call(cst.Attribute(deepcopy, cst.Name("float")))),
+            ),
+        )
+
+    def _value_before(self, name: cst.Name, at: cst.CSTNode) -> cst.BaseExpression | None:
+        """The value ``name`` was last assigned before ``at`` in its scope (a model is often
+        rebound later: ``model, opt = booster.boost(model, opt)``)."""
+        bindings = self._resolver.bindings_of(name) or []
+        index = self.ctx.index
+        before = [
+            b.value
+            for b in bindings
+            if b.kind == "assign"
+            and b.value is not None
+            and index.is_before(b.value, at)
+            and not index.contains(b.value, at)
+        ]
+        return before[-1] if before else None
+
+    def _built_half(self, value: cst.BaseExpression) -> tuple[str, bool] | None:
+        """The half dtype a model expression has: a cast in its chain, or the ``dtype=`` /
+        ``torch_dtype=`` of the call that builds it."""
+        node = value
+        while isinstance(node, cst.Call):
+            func = node.func
+            if isinstance(func, cst.Attribute):
+                if func.attr.value in ("float", "double"):
+                    return None
+                dtype = self._cast_dtype(node)
+                if dtype is not None:
+                    return dtype
+                if func.attr.value in _MODULE_CHAIN:
+                    node = func.value
+                    continue
+            for arg in node.args:
+                if arg.keyword is not None and arg.keyword.value in ("dtype", "torch_dtype"):
+                    return self._half_through(arg.value, 0)
+            return None
+        return None
+
+    def _half_through(self, expr: cst.BaseExpression, depth: int) -> tuple[str, bool] | None:
+        """``_half`` also through dtype converters and config defaults:
+        ``to_torch_dtype(cfg.get("dtype", "bf16"))`` is bfloat16 unless configured."""
+        half = self._half(expr)
+        if half is not None or depth > 4:
+            return half
+        if isinstance(expr, cst.Name):
+            value = self._resolver.assigned_value(expr)
+            return None if value is None else self._half_through(value, depth + 1)
+        if not isinstance(expr, cst.Call) or not expr.args:
+            return None
+        func = expr.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+        if name == "get" and len(expr.args) >= 2:
+            found = self._half_through(expr.args[1].value, depth + 1)
+            return None if found is None else (found[0], False)  # the default: some runs
+        if "dtype" in name.lower() and expr.args[0].keyword is None:
+            return self._half_through(expr.args[0].value, depth + 1)
+        return None
+
+    def _cast_to_float(self, obj: AveragingObject) -> bool:
+        """Some ``.float()`` / ``.to(torch.float32)`` of the averaged copy itself."""
+        objects = self.ctx.get(AveragingObjects)
+        for call in self.ctx.nodes(cst.Call):
+            func = call.func
+            if not isinstance(func, cst.Attribute):
+                continue
+            if func.attr.value not in ("float", "to", "double"):
+                continue
+            if func.attr.value == "to" and not any(
+                "float32" in self.ctx.code(a.value) or self.ctx.code(a.value) == "torch.float"
+                for a in call.args
+            ):
+                continue
+            if objects.for_expression(func.value) is obj or (
+                self.ctx.index.contains(obj.creation, call)
+            ):
+                return True
+        return False
+
+    def _half_updates(self, objects: AveragingObjects) -> None:
+        """A hand-written update of a shadow whose entries are half-precision tensors (a
+        dict filled with ``v.cpu().half()``, or clones of one): the update itself is then
+        computed and stored in half precision, wherever the shadow lives."""
+        updates = self.ctx.get(InPlaceUpdates)
+        found: dict[int, list[tuple[InPlaceUpdate, AveragingObject, str]]] = {}
+        seen: set[int] = set()
+        for update in updates.updates:
+            obj = objects.of_update(update)
+            if obj is None or id(obj) in seen or obj.use is Use.NOT_WEIGHTS:
+                continue
+            if update.shadow_container is None or not objects.averages_weights(update):
+                continue
+            dtype = self._half_entries(update.shadow_container, updates, 0)
+            if dtype is None:
+                continue
+            seen.add(id(obj))
+            # One finding per loop of updates: several shadows updated together share it.
+            key = id(update.loop) if update.loop is not None else id(update.node)
+            found.setdefault(key, []).append((update, obj, dtype))
+        for group in found.values():
+            first, obj, dtype = group[0]
+            names = " and ".join(dict.fromkeys(o.name for _, o, _ in group))
+            message = self._message(obj, dtype, True)
+            if len(group) > 1:
+                message = message.replace(f"copy {obj.name} is", f"copies {names} are", 1)
+            self.report(first.node, message)
+
+    def _half_entries(
+        self, expr: cst.BaseExpression, updates: InPlaceUpdates, depth: int
+    ) -> str | None:
+        """The half dtype every entry of a container of tensors has, when its making shows
+        it: ``{k: v.half() ...}``, a helper that stores ``v.cpu().half()``, clones of such."""
+        if depth > 4:
+            return None
+        if isinstance(expr, cst.Name):
+            value = self._resolver.assigned_value(expr)
+            return None if value is None else self._half_entries(value, updates, depth + 1)
+        element: cst.BaseExpression | None = None
+        iterated: cst.BaseExpression | None = None
+        if isinstance(expr, cst.Call):
+            element = updates.helper_entries(expr)
+        elif isinstance(expr, (cst.DictComp, cst.ListComp)):
+            element = expr.value if isinstance(expr, cst.DictComp) else expr.elt
+            iterated = expr.for_in.iter
+        if element is None:
+            return None
+        node = element
+        while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            dtype = self._cast_dtype(node)
+            if dtype is not None and dtype[1]:
+                return dtype[0]
+            if node.func.attr.value in ("float", "double"):
+                return None
+            node = node.func.value
+        if iterated is not None and isinstance(node, cst.Name):  # clones of another container
+            inner = iterated
+            if (
+                isinstance(inner, cst.Call)
+                and isinstance(inner.func, cst.Attribute)
+                and inner.func.attr.value in ("items", "values")
+            ):
+                inner = inner.func.value
+            return self._half_entries(inner, updates, depth + 1)
+        return None
 
     def _snapshot_of_average(self, call: cst.Call) -> bool:
         """The cast object is a fresh copy of an existing average, not a new shadow."""

@@ -5,7 +5,10 @@ from __future__ import annotations
 import libcst as cst
 
 from ..analysis.averaging import AveragingObjects
+from ..analysis.backups import ReferenceBackup, ReferenceBackups
 from ..analysis.swaps import Swap, WeightSwaps
+from ..analysis.triggers import AVERAGING_EVIDENCE, Evidence, requiring
+from ..analysis.vocabulary import NAMED_AVERAGE
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
 
@@ -23,6 +26,11 @@ class WeightsNotRestored(Rule):
       the swap and the restore, a restore only in an ``except`` handler, or under a
       condition the swap is not under.
 
+    - a backup that is no backup: ``saved = model.state_dict()`` (or ``dict(...)``,
+      ``.copy()`` or ``{k: v for k, v in ....items()}`` of it) before
+      ``model.load_state_dict(<averaged weights>)``, with a later
+      ``model.load_state_dict(saved)`` meant to put the live weights back.
+
     Silent when the restore is in another function of the module (a swap in
     ``on_validation_start`` undone in ``on_validation_end``), under the same condition as
     the swap (``if args.use_ema:`` twice, as the diffusers examples do), in a ``finally``,
@@ -35,6 +43,22 @@ class WeightsNotRestored(Rule):
     optimizer's moments no longer match the weights, each evaluation silently resets the
     model to a lagged copy of itself, and the run behaves as if the learning rate had
     been cut. The loss curve jumps at every evaluation and the final model is worse.
+
+    A backup by reference fails the same way, without a missing call to show it:
+    ``state_dict()`` returns the model's own tensors, and ``load_state_dict`` copies the
+    averaged weights *into those tensors*. The backup is overwritten by the load it was
+    meant to survive, and ``load_state_dict(saved)`` then restores the averaged weights.
+
+    ```python
+    # Bad: `saved` shares its tensors with the model
+    saved = model.state_dict()
+    model.load_state_dict(ema.state_dict())
+    validate(model)
+    model.load_state_dict(saved)  # restores the averaged weights
+
+    # Good: a copy survives the load
+    saved = copy.deepcopy(model.state_dict())
+    ```
 
     ## Example
     ```python
@@ -78,7 +102,8 @@ class WeightsNotRestored(Rule):
     ``store`` + ``copy_to`` become ``with ema.average_parameters(<parameters>):`` around
     the same statements. A restore that a ``return``/``continue``/``break`` skips is moved
     into the ``finally`` of a ``try`` around the statements between the swap and it. No
-    fix when there is nothing after the swap to wrap.
+    fix when there is nothing after the swap to wrap. A backup by reference becomes a copy:
+    ``saved = copy.deepcopy(model.state_dict())`` (and ``import copy``).
     """
 
     code = "EMA205"
@@ -88,9 +113,17 @@ class WeightsNotRestored(Rule):
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.SAFE
     triggers = (b"copy_to",)
-    requires = (AveragingObjects, WeightSwaps)
+    # A backup by reference: a load of weights AND averaged weights (an object or a name).
+    trigger_groups = requiring(
+        (b"load_state_dict",), AVERAGING_EVIDENCE | Evidence(triggers=(NAMED_AVERAGE,))
+    )
+    requires = (AveragingObjects, WeightSwaps, ReferenceBackups)
 
     def finish(self) -> None:
+        if self.ctx.nodes(cst.Assign):
+            for backup in self.ctx.get(ReferenceBackups).backups:
+                if backup.back_to_training:
+                    self._report_backup(backup)
         if not self.ctx.get(AveragingObjects).objects:
             return
         for swap in self.ctx.get(WeightSwaps).swaps:
@@ -118,6 +151,22 @@ class WeightsNotRestored(Rule):
                     "averaged weights; restore them in a finally block",
                     self._fix_skipped(swap),
                 )
+
+    def _report_backup(self, backup: ReferenceBackup) -> None:
+        swap_in = self.ctx.code(backup.swap_in).strip()
+        restore = self.ctx.code(backup.restores[0]).strip()
+        self.report(
+            backup.backup,
+            f"`{backup.saved}` holds {backup.model}'s own tensors, not a copy: "
+            f"`{swap_in}` overwrites them in place, so `{restore}` restores the averaged "
+            "weights and training goes on from them; back up a copy "
+            f"(copy.deepcopy({self.ctx.code(backup.state_dict).strip()}))",
+            Fix.safe(
+                "Back up a copy of the state dict",
+                Edit.replace(backup.backup.value, _deepcopy(backup.backup.value)),
+                Edit.add_import("copy"),
+            ),
+        )
 
     # Fixes -------------------------------------------------------------------------------------
     def _statement(self, node: cst.CSTNode) -> cst.SimpleStatementLine | None:
@@ -264,3 +313,8 @@ class WeightsNotRestored(Rule):
         ]
         edits.append(Edit.remove(restore_line))
         return Fix.safe("Restore the live weights in a finally block", *edits)
+
+
+def _deepcopy(value: cst.BaseExpression) -> cst.Call:
+    """``copy.deepcopy(value)``, keeping the value's own parentheses inside the call."""
+    return cst.Call(cst.Attribute(cst.Name("copy"), cst.Name("deepcopy")), [cst.Arg(value)])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ..analysis.averaging import AveragingObjects
+from ..analysis.copies import LoopRebind, NoOpCopies
 from ..analysis.triggers import UPDATE_EVIDENCE
 from ..analysis.updates import InPlaceUpdate, InPlaceUpdates
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability
@@ -24,6 +25,12 @@ class UpdateNotInPlace(Rule):
       parameter of the update function, when nothing reads the name afterwards;
     - ``sd[k] = ...`` where ``sd = ema.state_dict()`` (or ``dict(ema.named_parameters())``)
       and the dict is never loaded back (``load_state_dict``), saved or passed on.
+
+    - a copy that copies nothing: ``p = e`` (or ``e.clone()``, ``e.data``) in ``for p, e
+      in zip(params, ema_params):`` where nothing reads ``p`` afterwards, meant to start
+      the average from the model's weights; and ``ema.state_dict(model.state_dict())``,
+      which passes the model's weights as the *destination* of ``state_dict`` and loads
+      nothing (``load_state_dict`` was meant).
 
     The update is recognised by its arithmetic (a combination of the averaged tensor and a
     live one, or a ``lerp``), whatever the names, also through a temporary
@@ -70,8 +77,15 @@ class UpdateNotInPlace(Rule):
             e.copy_(decay * e + (1 - decay) * p)
     ```
 
+    The same holds for the copy that starts the average: after ``p = e`` in the loop, the
+    averaged model keeps its own random initialisation, so the average starts from weights
+    that were never trained and that no later update fully forgets with a long horizon.
+
     ## Fix
-    Safe: the assignment becomes the in-place equivalent with the same arithmetic,
+    No fix for a rebinding copy: which side should be copied into which is the author's
+    call (``e.copy_(p)`` to start the average from the model). ``ema.state_dict(X)``
+    becomes ``ema.load_state_dict(X)`` (safe). Otherwise safe: the assignment becomes the
+    in-place equivalent with the same arithmetic,
     ``e.copy_(<expression>)`` (``sd[k].copy_(<expression>)`` for a ``state_dict()`` entry,
     whose tensors share storage with the model's), or ``e.lerp_(p, w)`` for
     ``e = e.lerp(p, w)``. If the update runs outside ``torch.no_grad()``, EMA303 then
@@ -82,13 +96,14 @@ class UpdateNotInPlace(Rule):
     code = "EMA301"
     name = "ema-update-not-in-place"
     summary = "Hand-written EMA update bound to a name, so the averaged weights never change"
-    fix_availability = FixAvailability.ALWAYS
+    fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.SAFE
     triggers = UPDATE_EVIDENCE.triggers
     trigger_groups = UPDATE_EVIDENCE.groups
-    requires = (InPlaceUpdates, AveragingObjects)
+    requires = (InPlaceUpdates, AveragingObjects, NoOpCopies)
 
     def finish(self) -> None:
+        self._no_op_copies()
         if not self.ctx.nodes(cst.Assign):
             return
         updates = self.ctx.get(InPlaceUpdates)
@@ -105,6 +120,25 @@ class UpdateNotInPlace(Rule):
                 update.node,
                 self._message(update, why, objects),
                 self._fix(update.node),
+            )
+
+    def _no_op_copies(self) -> None:
+        copies = self.ctx.get(NoOpCopies)
+        for rebind in copies.rebinds:
+            self.report(rebind.assign, _rebind_message(rebind, self.ctx.code(rebind.assign)))
+        for call in copies.state_dict_loads:
+            func = call.func
+            assert isinstance(func, cst.Attribute)
+            receiver = self.ctx.code(func.value)
+            self.report(
+                call,
+                f"`{receiver}.state_dict(...)` loads nothing: its first argument is the "
+                f"destination dict, so {receiver}'s tensors are written into a temporary "
+                f"dict and thrown away; load the weights with {receiver}.load_state_dict(...)",
+                Fix.safe(
+                    "Call load_state_dict",
+                    Edit.replace(func.attr, cst.Name("load_state_dict")),
+                ),
             )
 
     def _message(self, update: InPlaceUpdate, why: str, objects: AveragingObjects) -> str:
@@ -178,3 +212,12 @@ def _self_lerp(assign: cst.Assign) -> cst.Call | None:
     ):
         return value
     return None
+
+
+def _rebind_message(rebind: LoopRebind, code: str) -> str:
+    return (
+        f"`{code.strip()}` rebinds the loop variable {rebind.target}: no "
+        f"tensor is copied, so the average starts from its own initial weights instead of "
+        f"the model's; copy in place ({rebind.source}.copy_({rebind.target}) or "
+        f"{rebind.target}.copy_({rebind.source}), whichever side is the average)"
+    )

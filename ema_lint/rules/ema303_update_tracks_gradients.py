@@ -51,7 +51,10 @@ class UpdateTracksGradients(Rule):
     (detached, sharing storage), ``.data =`` assignments, and rebinding a name (EMA301's
     finding). An averaged copy whose parameters are given to an optimizer is EMA206's
     finding; an update that builds an autograd graph because it runs outside ``no_grad``
-    is this rule's.
+    is this rule's. A copy made of a model built frozen (``G = build().requires_grad_(False)``,
+    then ``G_ema = deepcopy(G)``, as StyleGAN does) is frozen too, and the live weights of
+    such a model need grad only where the code switches them on around its backward: an
+    update from them is not judged.
 
     Which updates are judged: those that average *weights* (read from ``parameters()``,
     ``named_parameters()``, ``state_dict()``, ``buffers()``, or written into an averaging
@@ -177,8 +180,16 @@ class UpdateTracksGradients(Rule):
         ):
             return "raises"
         if update.source_method in GRAD_METHODS and not self._elements_detached(update.source):
+            if self._source_built_frozen(update, objects):
+                return None  # frozen by default, switched on only around its backward
             return "graph"
         return None
+
+    def _source_built_frozen(self, update: InPlaceUpdate, objects: AveragingObjects) -> bool:
+        model = update.source_container
+        if model is None and update.source is not None:
+            model, _ = self.ctx.get(InPlaceUpdates).container(update.source)
+        return model is not None and objects.built_frozen(model) is not None
 
     def _message(self, update: InPlaceUpdate, kind: str, objects: AveragingObjects) -> str:
         averaged = objects.shadow_name(update)

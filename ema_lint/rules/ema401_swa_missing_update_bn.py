@@ -38,6 +38,10 @@ class SwaMissingUpdateBn(Rule):
     of it is needed. An ``update_bn`` given the live model instead, or placed before the
     last update, is EMA404's finding; one given a model that cannot be followed
     (``for m in models: update_bn(loader, m)``) may be this one, and keeps the rule silent.
+    The module's own recalibration counts as ``update_bn`` whatever its name: a function
+    that walks a parameter's ``modules()``, resets or re-weighs their BatchNorm statistics
+    (``running_mean``, ``reset_running_stats()``, ``momentum``) and runs that parameter
+    over a loop of batches (a copy of ``update_bn`` for dict batches, SWA's ``bn_update``).
 
     ## Why it hurts training
     ``AveragedModel`` averages the parameters but *copies* the buffers: after each update
