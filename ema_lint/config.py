@@ -20,7 +20,7 @@ from typing import Any
 
 from . import registry
 from .file_settings import FileSettings
-from .options import OptionError, rule_options_from
+from .options import OptionError, check_order, rule_options_from
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -299,6 +299,10 @@ class Settings:
             self._fixed = load_config(config_path)
         elif isolated:
             self._fixed = ConfigFile()
+        if self._fixed is not None:
+            problem = self._order_problem(self._fixed)
+            if problem is not None:
+                raise ConfigError(problem)
 
     def _validate_overrides(self) -> None:
         o = self.overrides
@@ -339,9 +343,28 @@ class Settings:
                 self.errors.append(str(error))
                 config = ConfigFile(path=config_file, root=config_file.parent.resolve())
             self._by_file[config_file] = config
+        problem = self._order_problem(config)
+        if problem is not None and problem not in self.errors:
+            self.errors.append(problem)
         self._by_dir[directory] = config
         self._by_spelling[spelled] = config
         return config
+
+    def _order_problem(self, config: ConfigFile) -> str | None:
+        """An option range that accepts nothing once the file's options and the command
+        line's are combined (``min`` not below ``max``), as a message; else None."""
+        o = self.overrides
+        for name in {*config.rule_options, *o.rule_options}:
+            rule = registry.info(name)
+            if rule is None:
+                continue
+            values = {**config.rule_options.get(name, {}), **o.rule_options.get(name, {})}
+            try:
+                check_order(rule, values)
+            except OptionError as error:
+                where = config.path if name in config.rule_options else "command line"
+                return f"{where}: {error}"
+        return None
 
     def check_config(self, paths: Sequence[Path]) -> None:
         """Load the configuration of each target now, so its errors come first."""

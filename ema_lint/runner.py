@@ -359,14 +359,28 @@ def run(
     jobs: int = 1,
     cache: Cache | None = None,
 ) -> tuple[RunResult, list[FileOutcome]]:
-    """Check (or fix) every file under ``paths``, with ``jobs`` processes and a cache."""
+    """Check (or fix) every file under ``paths``, with ``jobs`` processes and a cache.
+
+    A configuration error stops the run before any file is read or written: linting with
+    the defaults instead would report what the user turned off, and fix what they excluded.
+    """
     settings.check_config(paths)
+    if settings.errors:
+        return _stopped(settings.errors), []
     found = discover(paths, settings, force_exclude=force_exclude)
+    if settings.errors:  # a configuration file met while walking
+        return _stopped([*settings.errors, *found.errors]), []
     outcomes = check_files(found.files, settings, mode, jobs=jobs, cache=cache, stats=found.stats)
     result = collect(outcomes, mode)
     result.errors = [*settings.errors, *found.errors, *result.errors]
     result.files_checked = len(found.files)
     return result, outcomes
+
+
+def _stopped(errors: Sequence[str]) -> RunResult:
+    result = RunResult()
+    result.errors = list(errors)
+    return result
 
 
 def collect(outcomes: Iterable[FileOutcome], mode: Mode) -> RunResult:
