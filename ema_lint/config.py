@@ -12,6 +12,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import stat
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -91,6 +92,8 @@ class Overrides:
 
 def _load_toml(path: Path) -> dict[str, Any]:
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block, a device never end
+            raise ConfigError(f"{path}: cannot read: not a regular file")
         with path.open("rb") as handle:
             return tomllib.load(handle)
     except OSError as error:
@@ -219,7 +222,7 @@ class ConfigFinder:
     def _here(self, folder: Path) -> Path | None:
         for name in CONFIG_NAMES:
             candidate = folder / name
-            if not candidate.is_file():
+            if not os.path.isfile(candidate):  # False, not an error, in an unreadable folder
                 continue
             if name == "pyproject.toml":
                 try:
@@ -319,7 +322,7 @@ class Settings:
         if self._fixed is not None:
             return self._fixed
         if is_dir is None:
-            is_dir = path.is_dir()
+            is_dir = os.path.isdir(path)  # False, not an error, in an unreadable folder
         directory = path if is_dir else path.parent
         # Resolving costs a system call per folder: once per folder as spelled is enough.
         spelled = str(directory)

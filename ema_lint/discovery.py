@@ -3,14 +3,16 @@
 Paths named on the command line are always checked (unless ``--force-exclude``, which the
 pre-commit hooks use so that ``exclude`` holds there too); files found by walking a
 directory are checked when they have a known suffix, are regular files (a FIFO or a device
-named ``x.py`` would block the run), and no exclude pattern matches them or a folder above
-them. A file reached twice (through a symbolic link) is checked once. Unreadable folders,
-missing paths and broken links are reported, never fatal; links to folders are not followed
-(so link loops cannot trap the walk).
+named ``x.py`` would block the run; named on the command line, one is refused with a
+message), and no exclude pattern matches them or a folder above them. A file reached
+twice (through a symbolic link) is checked once. Unreadable folders, missing paths and
+broken links are reported, never fatal; links to folders are not followed (so link loops
+cannot trap the walk).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Iterable
@@ -68,16 +70,14 @@ def discover(
             found.stats[where] = info
 
     for root in paths:
-        if not os.path.lexists(root):
-            found.errors.append(f"{root}: no such file or directory")
+        kind, problem = path_kind(root)
+        if problem is not None:
+            found.errors.append(f"{root}: {problem}")
             continue
-        if root.is_file() or (not root.is_dir() and root.exists()):
+        if kind == "file":
             if force_exclude and _excluded_with_parents(root, settings):
                 continue
             add(root)
-            continue
-        if not root.is_dir():
-            found.errors.append(f"{root}: not a file or directory (a broken link?)")
             continue
         if force_exclude and _excluded_with_parents(root, settings):
             continue
@@ -94,6 +94,34 @@ def discover(
             for name in settings.kept_files(base, candidates) if candidates else ():
                 add(base / name, walked=True)
     return found
+
+
+_SPECIAL = (
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def path_kind(path: Path) -> tuple[str, str | None]:
+    """What a path named on the command line is: ``("file", None)``, ``("dir", None)``, or
+    a kind with the one-line reason it is not checked. A FIFO would block the run and a
+    device (``/dev/zero``) never ends: only regular files are read."""
+    try:
+        info = os.stat(path)
+    except OSError as error:
+        if error.errno not in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
+            return "unreadable", f"cannot read: {error.strerror or error}"
+        if not os.path.lexists(path):
+            return "missing", "no such file or directory"
+        return "missing", "not a file or directory (a broken link?)"
+    if stat.S_ISREG(info.st_mode):
+        return "file", None
+    if stat.S_ISDIR(info.st_mode):
+        return "dir", None
+    what = next((name for test, name in _SPECIAL if test(info.st_mode)), "a special file")
+    return "special", f"not a regular file ({what}): not read"
 
 
 def _excluded_with_parents(path: Path, settings: Settings) -> bool:

@@ -13,7 +13,9 @@ finish in, so the output is the same with any number of jobs.
 from __future__ import annotations
 
 import difflib
+import errno
 import os
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,8 +60,16 @@ class FileOutcome:
     note: str | None = None
 
 
+def _nonblocking(path: str, flags: int) -> int:
+    # Opening a FIFO for reading blocks until a writer comes: never wait for one.
+    return os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
+
+
 def read_source(path: Path) -> bytes:
-    with open(path, "rb") as handle:
+    """A file's bytes; anything but a regular file (a FIFO, ``/dev/zero``) is an OSError."""
+    with open(path, "rb", opener=_nonblocking) as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
         return handle.read()
 
 
