@@ -32,6 +32,9 @@ class Discovery:
     # The os.stat() of each file as the walk saw it (None: it could not be read), so that
     # the cache's stat index need not ask again.
     stats: list[os.stat_result | None] = field(default_factory=list)
+    # Files reached by walking through a symbolic link to a file outside the folder walked:
+    # fixed only when named themselves.
+    outside_links: set[Path] = field(default_factory=set)
 
 
 def discover(
@@ -44,18 +47,22 @@ def discover(
     found = Discovery()
     seen: dict[tuple[int, int] | Path, int] = {}
 
-    def add(path: Path, walked: bool = False) -> None:
+    def add(path: Path, walked: Path | None = None) -> None:
         info: os.stat_result | None
         try:
-            info = os.stat(path)
+            info = os.lstat(path) if walked is not None else os.stat(path)
+            if walked is not None and stat.S_ISLNK(info.st_mode):
+                info = os.stat(path)
+                if _points_outside(path, walked):
+                    found.outside_links.add(path)
         except OSError as error:
-            if walked:  # a broken link or a link loop met while walking
+            if walked is not None:  # a broken link or a link loop met while walking
                 found.errors.append(f"{path}: cannot read: {error.strerror or error}")
                 return
             info = None
             key: tuple[int, int] | Path = Path(os.path.abspath(path))
         else:
-            if walked and not stat.S_ISREG(info.st_mode):
+            if walked is not None and not stat.S_ISREG(info.st_mode):
                 return
             # The same file through another path (a symbolic link) is checked once, under
             # its own name rather than a link's.
@@ -92,7 +99,7 @@ def discover(
             )
             candidates = sorted(name for name in filenames if name.endswith(suffixes))
             for name in settings.kept_files(base, candidates) if candidates else ():
-                add(base / name, walked=True)
+                add(base / name, walked=root)
     return found
 
 
@@ -122,6 +129,14 @@ def path_kind(path: Path) -> tuple[str, str | None]:
         return "dir", None
     what = next((name for test, name in _SPECIAL if test(info.st_mode)), "a special file")
     return "special", f"not a regular file ({what}): not read"
+
+
+def _points_outside(link: Path, root: Path) -> bool:
+    real, top = os.path.realpath(link), os.path.realpath(root)
+    try:
+        return os.path.commonpath([real, top]) != top
+    except ValueError:  # another drive
+        return True
 
 
 def _excluded_with_parents(path: Path, settings: Settings) -> bool:

@@ -16,7 +16,7 @@ import difflib
 import errno
 import os
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,7 +29,7 @@ from .file_settings import FileSettings
 from .pool import LazyPool
 from .prefilter import PreFilter
 from .reporters import RunResult
-from .writer import atomic_write
+from .writer import WriteRefused, atomic_write, remove_stale_temps
 
 if TYPE_CHECKING:
     from . import sources
@@ -133,12 +133,20 @@ def _process_other(
     return outcome
 
 
-def _process_data(path: Path, data: bytes, file_settings: FileSettings, mode: Mode) -> FileOutcome:
+OUTSIDE_LINK = "a symbolic link to a file outside the folder checked: not fixed unless named itself"
+
+
+def _process_data(
+    path: Path, data: bytes, file_settings: FileSettings, mode: Mode, writable: bool = True
+) -> FileOutcome:
+    """``writable`` False: a fix is reported, never written (a link out of the tree)."""
     display = str(path)
     outcome = process_source(data, display, file_settings, mode)
     if outcome.new_data is not None and mode.fix and not mode.diff:
         try:
-            atomic_write(path, outcome.new_data)
+            if not writable:
+                raise WriteRefused(OUTSIDE_LINK, path)
+            atomic_write(path, outcome.new_data, expected=data)
         except OSError as error:
             outcome.error = f"{display}: cannot write the fix: {error.strerror or error}"
             # Nothing was written: report the findings as they stand in the file.
@@ -253,16 +261,16 @@ def _init_worker(mode: Mode, cache: Cache | None) -> None:
     _worker_state = (mode, cache)
 
 
-def _engine_task(task: tuple[str, FileSettings]) -> FileOutcome:
+def _engine_task(task: tuple[str, FileSettings, bool]) -> FileOutcome:
     assert _worker_state is not None
     mode, cache = _worker_state
-    name, file_settings = task
+    name, file_settings, writable = task
     path = Path(name)
     try:
         data = read_source(path)
     except OSError as error:
         return _unreadable(name, error)
-    outcome = _process_data(path, data, file_settings, mode)
+    outcome = _process_data(path, data, file_settings, mode, writable)
     if cache is not None and _cacheable(outcome, mode):
         key = settings_key(file_settings, name, mode.text_edits)
         cache.put(content_hash(data), key, outcome.diagnostics)
@@ -286,14 +294,16 @@ def check_files(
     jobs: int = 1,
     cache: Cache | None = None,
     stats: Sequence[os.stat_result | None] | None = None,
+    read_only: Collection[Path] = (),
 ) -> list[FileOutcome]:
-    """The outcome of every file, in the order given (``stats``: their ``os.stat``, if known)."""
+    """The outcome of every file, in the order given (``stats``: their ``os.stat``, if known;
+    ``read_only``: files whose fixes are reported but never written)."""
     outcomes: list[FileOutcome | None] = [None] * len(files)
-    pool: LazyPool[tuple[str, FileSettings], FileOutcome] = LazyPool(
+    pool: LazyPool[tuple[str, FileSettings, bool], FileOutcome] = LazyPool(
         _engine_task, jobs, _init_worker, (mode, cache), preload=_load_engine
     )
     try:
-        _dispatch(files, settings, mode, cache, pool, outcomes, stats)
+        _dispatch(files, settings, mode, cache, pool, outcomes, stats, frozenset(read_only))
         for index, outcome in pool.results():
             outcomes[index] = outcome
     except BaseException:
@@ -307,9 +317,10 @@ def _dispatch(
     settings: Settings,
     mode: Mode,
     cache: Cache | None,
-    pool: LazyPool[tuple[str, FileSettings], FileOutcome],
+    pool: LazyPool[tuple[str, FileSettings, bool], FileOutcome],
     outcomes: list[FileOutcome | None],
     stats: Sequence[os.stat_result | None] | None = None,
+    read_only: frozenset[Path] = frozenset(),
 ) -> None:
     """Settle what the parent can; submit the rest to the pool."""
     stat_index = StatIndex(cache) if cache is not None else None
@@ -344,7 +355,7 @@ def _dispatch(
         if settled is not None:
             outcomes[index] = settled
         else:
-            pool.submit(index, (str(path), file_settings))
+            pool.submit(index, (str(path), file_settings, path not in read_only))
     if cache is not None and stat_index is not None:
         stat_index.save()
         cache.prune()
@@ -380,7 +391,17 @@ def run(
     found = discover(paths, settings, force_exclude=force_exclude)
     if settings.errors:  # a configuration file met while walking
         return _stopped([*settings.errors, *found.errors]), []
-    outcomes = check_files(found.files, settings, mode, jobs=jobs, cache=cache, stats=found.stats)
+    if mode.fix and not mode.diff:  # what a killed --fix left next to these files
+        remove_stale_temps(dict.fromkeys(path.parent for path in found.files))
+    outcomes = check_files(
+        found.files,
+        settings,
+        mode,
+        jobs=jobs,
+        cache=cache,
+        stats=found.stats,
+        read_only=found.outside_links,
+    )
     result = collect(outcomes, mode)
     result.errors = [*settings.errors, *found.errors, *result.errors]
     result.files_checked = len(found.files)
