@@ -26,7 +26,7 @@ from .config import Settings
 from .diagnostics import Diagnostic
 from .discovery import discover
 from .file_settings import FileSettings
-from .pool import LazyPool
+from .pool import LazyPool, available_cpus
 from .prefilter import PreFilter
 from .reporters import RunResult
 from .writer import WriteRefused, atomic_write, remove_stale_temps
@@ -299,6 +299,8 @@ def check_files(
     """The outcome of every file, in the order given (``stats``: their ``os.stat``, if known;
     ``read_only``: files whose fixes are reported but never written)."""
     outcomes: list[FileOutcome | None] = [None] * len(files)
+    # More workers than files or CPUs only cost their start (--jobs 1000 on two files).
+    jobs = max(1, min(jobs, len(files), available_cpus()))
     pool: LazyPool[tuple[str, FileSettings, bool], FileOutcome] = LazyPool(
         _engine_task, jobs, _init_worker, (mode, cache), preload=_load_engine
     )
