@@ -38,6 +38,7 @@ import importlib.util
 import json
 import os
 import re
+import secrets
 import stat
 import sys
 import tempfile
@@ -183,11 +184,14 @@ def _is_own(folder: Path) -> bool:
 
 def _is_legacy(folder: Path) -> bool:
     """Does ``folder`` hold an earlier ema-lint's cache and nothing else? (Its tag, its
-    ``.gitignore``, build folders and their temporary files: then it is safe to adopt.)"""
+    ``.gitignore``, build folders and their temporary files: then it is safe to adopt; so
+    is an empty folder of the cache's own name.)"""
     tagged = False
+    empty = True
     try:
         with os.scandir(folder) as entries:
             for entry in entries:
+                empty = False
                 name = entry.name
                 if name == TAG_NAME:
                     tagged = _read_regular(entry.path, 4096) in (_TAG, _LEGACY_TAG)
@@ -203,7 +207,7 @@ def _is_legacy(folder: Path) -> bool:
                     return False
     except OSError:
         return False
-    return tagged
+    return tagged or (empty and folder.name == DIR_NAME)
 
 
 def find_home(directory: Path) -> Path | None:
@@ -236,7 +240,8 @@ def _claim(home: Path) -> bool:
         _write_atomic(home / TAG_NAME, _TAG)
         return True
     home.parent.mkdir(parents=True, exist_ok=True)
-    temp = tempfile.mkdtemp(prefix=f".{home.name}.", suffix=".tmp", dir=home.parent)
+    temp = os.path.join(home.parent, f".{home.name}.{secrets.token_hex(4)}.tmp")
+    os.mkdir(temp)  # the mode a plain mkdir gives (mkdtemp's would be private)
     made = [os.path.join(temp, TAG_NAME), os.path.join(temp, ".gitignore")]
     try:
         for path, data in zip(made, (_TAG, _IGNORE), strict=True):

@@ -174,3 +174,22 @@ def test_a_stat_index_pointing_outside_the_cache_is_ignored(
     again = run("-j1", "train.py", cwd=project)
     assert (again.code, again.out) == (first.code, first.out)  # not the forged "no findings"
     assert os.stat(target).st_mtime == pytest.approx(AGES_AGO)  # never touched
+
+
+def test_which_folder_the_cache_owns(tmp_path: Path) -> None:
+    mine = tmp_path / "empty-but-mine"
+    mine.mkdir()
+    assert cache_module.find_home(tmp_path / "new") == tmp_path / "new"  # it will create it
+    assert cache_module.find_home(mine) == mine / ".ema_lint_cache"  # a folder you made
+    named = tmp_path / ".ema_lint_cache"
+    named.mkdir()
+    assert cache_module.find_home(named) == named  # empty, and of the cache's own name
+    (tmp_path / "file").write_text("x")
+    assert cache_module.find_home(tmp_path / "file") is None
+    store = Cache(mine, build="b")
+    store.put("ab" * 32, "k", [])
+    assert (mine / ".ema_lint_cache" / "CACHEDIR.TAG").read_bytes().startswith(b"Signature")
+    assert sorted(p.name for p in mine.iterdir()) == [".ema_lint_cache"]  # no temp left
+    (tmp_path / "plain").mkdir()
+    plain = stat.S_IMODE((tmp_path / "plain").stat().st_mode)
+    assert stat.S_IMODE((mine / ".ema_lint_cache").stat().st_mode) == plain  # not private
