@@ -17,6 +17,16 @@ process pool, two runs at once) never leave a torn entry, and an unreadable, tru
 foreign entry is a miss. Growth is bounded: a content file keeps the last few keys, entries
 unused for ``MAX_AGE_DAYS`` are pruned (at most once a day), and the folders of other
 builds are removed once unused for a while.
+
+Ownership: the folder named by ``--cache-dir`` or ``$EMA_LINT_CACHE_DIR`` may be shared
+(``.``, ``~/.cache``). The cache keeps its files in a folder it can prove it made: one
+holding the ``CACHEDIR.TAG`` this module writes (``_TAG``), the named folder when ema-lint
+creates it or it holds nothing but an older ema-lint cache, else a ``.ema_lint_cache``
+folder inside it. Pruning removes only what matches the cache's own layout (build folders,
+two-hex-digit shards, 62-hex-digit entries, its stamps and temporary files) below that tag,
+never follows a symbolic link and never removes a folder that still holds anything else.
+Digests read back (from the stat index) must be 64 hex digits: an index cannot point
+outside the folder.
 """
 
 from __future__ import annotations
@@ -28,7 +38,8 @@ import importlib.util
 import json
 import os
 import re
-import shutil
+import secrets
+import stat
 import sys
 import tempfile
 import time
@@ -47,6 +58,26 @@ MAX_AGE_DAYS = 30  # an entry not read or written for this long is pruned
 OTHER_BUILD_DAYS = 7  # another build's folder is removed after this long unused
 PRUNE_EVERY = 24 * 3600.0
 _STAMP = "last-used"
+TAG_NAME = "CACHEDIR.TAG"
+# The tag that marks a folder as this cache's own (https://bford.info/cachedir/). Earlier
+# versions wrote _LEGACY_TAG into whatever folder they were given: it proves nothing alone.
+_TAG = (
+    b"Signature: 8a477f597d28d172789f06886806bc55\n"
+    b"# This file is a cache directory tag created by ema-lint.\n"
+    b"# ema-lint cache, layout 2: ema-lint removes only its own build folders here.\n"
+)
+_LEGACY_TAG = (
+    b"Signature: 8a477f597d28d172789f06886806bc55\n"
+    b"# This file is a cache directory tag created by ema-lint.\n"
+)
+_IGNORE = b"# Created by ema-lint: nothing here belongs in git.\n*\n"
+# The layout: <home>/<build>/<shard>/<entry>, with stamps and temporary files.
+_BUILD = re.compile(r"[0-9A-Za-z.+!_-]+-[0-9a-f]{12}-libcst[0-9A-Za-z.+!_-]+-py[0-9]+\Z")
+_SHARD = re.compile(r"[0-9a-f]{2}\Z")
+_ENTRY = re.compile(r"[0-9a-f]{62}\Z")
+_DIGEST = re.compile(r"[0-9a-f]{64}\Z")
+_TEMP = re.compile(r"\.(.+)\.[a-z0-9_]{8}\.tmp\Z")  # what _write_atomic leaves when killed
+TEMP_AGE = 3600.0  # a temporary file older than this belongs to no running writer
 
 
 def content_hash(data: bytes) -> str:
@@ -125,6 +156,112 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (str, int, bool)) or value is None:
         return value
     return repr(value)
+
+
+def _read_regular(path: Path | str, limit: int = -1) -> bytes | None:
+    """The bytes of a regular file, or None: a symbolic link, a FIFO or a device is never
+    opened for reading (a FIFO would block, a device would never end)."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(limit)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _is_own(folder: Path) -> bool:
+    """Does ``folder`` hold the tag this module writes (so ema-lint made it)?"""
+    return _read_regular(folder / TAG_NAME, 4096) == _TAG
+
+
+def _is_legacy(folder: Path) -> bool:
+    """Does ``folder`` hold an earlier ema-lint's cache and nothing else? (Its tag, its
+    ``.gitignore``, build folders and their temporary files: then it is safe to adopt; so
+    is an empty folder of the cache's own name.)"""
+    tagged = False
+    empty = True
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                empty = False
+                name = entry.name
+                if name == TAG_NAME:
+                    tagged = _read_regular(entry.path, 4096) in (_TAG, _LEGACY_TAG)
+                    if not tagged:
+                        return False
+                elif name == ".gitignore":
+                    if _read_regular(entry.path, 4096) != _IGNORE:
+                        return False
+                elif _BUILD.match(name):
+                    if not entry.is_dir(follow_symlinks=False):
+                        return False
+                elif not (_TEMP.match(name) and entry.is_file(follow_symlinks=False)):
+                    return False
+    except OSError:
+        return False
+    return tagged or (empty and folder.name == DIR_NAME)
+
+
+def find_home(directory: Path) -> Path | None:
+    """The folder the cache may own for ``directory`` (see the module's docstring); None
+    when there is none (a file is in the way)."""
+    nested = directory / DIR_NAME
+    if _is_own(directory):
+        return directory
+    if _is_own(nested):
+        return nested
+    if not os.path.exists(directory):
+        return directory  # created by the cache on its first write
+    if not os.path.isdir(directory):
+        return None
+    if _is_legacy(directory):
+        return directory
+    if not os.path.lexists(nested) or (not os.path.islink(nested) and _is_legacy(nested)):
+        return nested
+    return None
+
+
+def _claim(home: Path) -> bool:
+    """Make ``home`` the cache's own: created with its tag in one rename (so no other run
+    ever sees it untagged and nests a cache inside), or an earlier ema-lint's cache tagged."""
+    if _is_own(home):
+        return True
+    if os.path.lexists(home):
+        if not _is_legacy(home):
+            return False
+        _write_atomic(home / TAG_NAME, _TAG)
+        return True
+    home.parent.mkdir(parents=True, exist_ok=True)
+    temp = os.path.join(home.parent, f".{home.name}.{secrets.token_hex(4)}.tmp")
+    os.mkdir(temp)  # the mode a plain mkdir gives (mkdtemp's would be private)
+    made = [os.path.join(temp, TAG_NAME), os.path.join(temp, ".gitignore")]
+    try:
+        for path, data in zip(made, (_TAG, _IGNORE), strict=True):
+            with open(path, "xb") as handle:
+                handle.write(data)
+        os.rename(temp, home)
+    except OSError:  # another run made it first (or it cannot be made)
+        for path in made:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        with contextlib.suppress(OSError):
+            os.rmdir(temp)
+    return _is_own(home)
+
+
+def _real_dir(path: Path | str) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def default_dir(project_root: Path) -> Path:
@@ -209,21 +346,42 @@ class Cache:
     def __init__(self, directory: Path, build: str | None = None) -> None:
         self.directory = Path(directory)
         self.build = build or build_id()
-        self.root = self.directory / self.build
         self.hits = 0
         self.misses = 0
         self._ready = False
         self._writable = True
+        self._home: Path | None = None
+        self._found = False
+
+    @property
+    def home(self) -> Path | None:
+        """The folder the cache owns (found once: see ``find_home``)."""
+        if not self._found:
+            self._home = find_home(self.directory)
+            self._found = True
+        return self._home
+
+    @property
+    def root(self) -> Path | None:
+        """This build's folder in ``home``."""
+        home = self.home
+        return None if home is None else home / self.build
 
     # Reading ----------------------------------------------------------------------------------
-    def _entry_path(self, digest: str) -> Path:
-        return self.root / digest[:2] / digest[2:]
+    def _entry_path(self, digest: str) -> Path | None:
+        root = self.root
+        if root is None or not _DIGEST.match(digest):
+            return None  # not a digest: never a path outside the cache
+        return root / digest[:2] / digest[2:]
 
     def _load(self, digest: str) -> dict[str, Any]:
+        path = self._entry_path(digest)
+        data = _read_regular(path) if path is not None else None
+        if data is None:
+            return {}
         try:
-            with open(self._entry_path(digest), "rb") as handle:
-                document = json.loads(handle.read())
-        except (OSError, ValueError):
+            document = json.loads(data)
+        except ValueError:
             return {}
         if (
             not isinstance(document, dict)
@@ -252,27 +410,27 @@ class Cache:
     def _touch(self, digest: str) -> None:
         # Refresh the entry's age for pruning, at most once an hour per entry.
         path = self._entry_path(digest)
-        with contextlib.suppress(OSError):
-            if time.time() - path.stat().st_mtime > 3600:
-                os.utime(path)
+        if path is None:
+            return
+        with contextlib.suppress(OSError, NotImplementedError):
+            if time.time() - os.lstat(path).st_mtime > 3600:
+                os.utime(path, follow_symlinks=os.utime not in os.supports_follow_symlinks)
 
     # Writing ----------------------------------------------------------------------------------
     def _prepare(self) -> bool:
         if self._ready:
             return self._writable
         self._ready = True
+        home, root = self.home, self.root
+        if home is None or root is None:
+            self._writable = False
+            return False
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
-            ignore = self.directory / ".gitignore"
-            if not ignore.exists():
-                _write_atomic(ignore, b"# Created by ema-lint: nothing here belongs in git.\n*\n")
-            tag = self.directory / "CACHEDIR.TAG"
-            if not tag.exists():
-                _write_atomic(
-                    tag,
-                    b"Signature: 8a477f597d28d172789f06886806bc55\n"
-                    b"# This file is a cache directory tag created by ema-lint.\n",
-                )
+            if not _claim(home):
+                self._writable = False
+                return False
+            root.mkdir(exist_ok=True)
+            self._writable = _real_dir(root)  # never write through a link planted here
         except OSError:
             self._writable = False
         return self._writable
@@ -292,9 +450,12 @@ class Cache:
         document = {"format": FORMAT, "content": digest, "entries": entries}
         data = json.dumps(document, separators=(",", ":")).encode()
         path = self._entry_path(digest)
+        if path is None:
+            return
         try:
             path.parent.mkdir(exist_ok=True)
-            _write_atomic(path, data)
+            if _real_dir(path.parent):
+                _write_atomic(path, data)
         except OSError:
             self._writable = False
 
@@ -302,11 +463,12 @@ class Cache:
     def prune(self, now: float | None = None) -> None:
         """Drop old entries and old builds; runs at most once a day, errors are ignored."""
         now = time.time() if now is None else now
-        if not self.root.is_dir() or not self._prepare():
+        root, home = self.root, self.home
+        if root is None or home is None or not _real_dir(root) or not self._prepare():
             return  # nothing was ever stored by this build here
-        stamp = self.root / _STAMP
+        stamp = root / _STAMP
         try:
-            last = stamp.stat().st_mtime
+            last = os.lstat(stamp).st_mtime
         except OSError:
             last = 0.0
         if now - last < PRUNE_EVERY:
@@ -314,37 +476,76 @@ class Cache:
         with contextlib.suppress(OSError):
             _write_atomic(stamp, b"")
             os.utime(stamp, (now, now))
-        self._prune_entries(now)
-        self._prune_builds(now)
+        _sweep(root, now, now - MAX_AGE_DAYS * 86400)
+        self._prune_builds(home, now)
 
-    def _prune_entries(self, now: float) -> None:
-        limit = now - MAX_AGE_DAYS * 86400
-        for directory, _, filenames in os.walk(self.root):
-            for name in filenames:
-                path = os.path.join(directory, name)
-                with contextlib.suppress(OSError):
-                    age_limit = now - 3600 if name.endswith(".tmp") else limit
-                    keep = name in (_STAMP, StatIndex.NAME)
-                    if not keep and os.stat(path).st_mtime < age_limit:
-                        os.unlink(path)
-
-    def _prune_builds(self, now: float) -> None:
+    def _prune_builds(self, home: Path, now: float) -> None:
+        if not _is_own(home):
+            return  # only below the tag this module wrote
         limit = now - OTHER_BUILD_DAYS * 86400
         try:
-            children = list(self.directory.iterdir())
+            with os.scandir(home) as entries:
+                children = [
+                    e.path
+                    for e in entries
+                    if e.name != self.build
+                    and _BUILD.match(e.name)
+                    and e.is_dir(follow_symlinks=False)
+                ]
         except OSError:
             return
         for child in children:
-            if child == self.root or not child.is_dir():
-                continue
             try:
-                used = (child / _STAMP).stat().st_mtime
+                used = os.lstat(os.path.join(child, _STAMP)).st_mtime
             except OSError:
                 used = 0.0
                 with contextlib.suppress(OSError):
-                    used = child.stat().st_mtime
+                    used = os.lstat(child).st_mtime
             if used < limit:
-                shutil.rmtree(child, ignore_errors=True)
+                _sweep(child, now, None)
+
+
+def _sweep(build: str | Path, now: float, limit: float | None) -> None:
+    """Remove the cache's own files in a build folder: entries last used before ``limit``
+    and stale temporary files, or (``limit`` None) all of them and then the emptied folders.
+    Anything else, a symbolic link or a special file, is left where it is."""
+    everything = limit is None
+
+    def remove_files(entries: Iterable[os.DirEntry], names: re.Pattern) -> None:
+        for entry in entries:
+            temp = _TEMP.match(entry.name)
+            if not (temp or names.match(entry.name)):
+                continue
+            with contextlib.suppress(OSError):
+                if not entry.is_file(follow_symlinks=False):
+                    continue
+                mtime = entry.stat(follow_symlinks=False).st_mtime
+                if everything or mtime < (now - TEMP_AGE if temp else limit):
+                    os.unlink(entry.path)
+
+    own_files = re.compile(rf"(?:{re.escape(_STAMP)}|{re.escape(StatIndex.NAME)})\Z")
+    try:
+        with os.scandir(build) as listing:
+            entries = list(listing)
+    except OSError:
+        return
+    shards = [e for e in entries if _SHARD.match(e.name) and e.is_dir(follow_symlinks=False)]
+    if everything:
+        remove_files(entries, own_files)
+    else:
+        remove_files([e for e in entries if _TEMP.match(e.name)], own_files)
+    for shard in shards:
+        try:
+            with os.scandir(shard.path) as listing:
+                remove_files(list(listing), _ENTRY)
+        except OSError:
+            continue
+        if everything:
+            with contextlib.suppress(OSError):
+                os.rmdir(shard.path)  # fails, as it should, if anything else is in it
+    if everything:
+        with contextlib.suppress(OSError):
+            os.rmdir(build)
 
 
 class StatIndex:
@@ -364,17 +565,18 @@ class StatIndex:
 
     def __init__(self, cache: Cache) -> None:
         self.cache = cache
-        self.path = cache.root / self.NAME
+        root = cache.root
+        self.path = root / self.NAME if root is not None else None
         self.entries: dict[str, list[Any]] = {}
         self.dirty = False
+        data = _read_regular(self.path) if self.path is not None else None
         try:
-            with open(self.path, "rb") as handle:
-                document = json.loads(handle.read())
+            document = json.loads(data) if data is not None else None
             if isinstance(document, dict) and document.get("format") == FORMAT:
                 entries = document.get("entries")
                 if isinstance(entries, dict):
                     self.entries = entries
-        except (OSError, ValueError):
+        except ValueError:
             pass
 
     @staticmethod
@@ -413,7 +615,7 @@ class StatIndex:
             self.dirty = True
 
     def save(self) -> None:
-        if not self.dirty or not self.cache._prepare():
+        if not self.dirty or self.path is None or not self.cache._prepare():
             return
         while len(self.entries) > self.MAX_ENTRIES:
             del self.entries[next(iter(self.entries))]

@@ -257,6 +257,10 @@ def _check(
         display = args.stdin_filename or "-"
         target = Path(args.stdin_filename) if args.stdin_filename else None
         settings.check_config([target or Path(".")])
+        if settings.errors:  # stop before reading: nothing is linted with the defaults
+            for error in settings.errors:
+                stderr.write(f"ema-lint: error: {error}\n")
+            return 2
         file_settings = settings.for_file(target if target is not None else Path("-"))
         unsafe = file_settings.unsafe_fixes
         data = stdin.read()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import stat
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from typing import Any
 
 from . import registry
 from .file_settings import FileSettings
-from .options import OptionError, rule_options_from
+from .options import OptionError, check_order, rule_options_from
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -91,6 +92,8 @@ class Overrides:
 
 def _load_toml(path: Path) -> dict[str, Any]:
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block, a device never end
+            raise ConfigError(f"{path}: cannot read: not a regular file")
         with path.open("rb") as handle:
             return tomllib.load(handle)
     except OSError as error:
@@ -219,7 +222,7 @@ class ConfigFinder:
     def _here(self, folder: Path) -> Path | None:
         for name in CONFIG_NAMES:
             candidate = folder / name
-            if not candidate.is_file():
+            if not os.path.isfile(candidate):  # False, not an error, in an unreadable folder
                 continue
             if name == "pyproject.toml":
                 try:
@@ -299,6 +302,10 @@ class Settings:
             self._fixed = load_config(config_path)
         elif isolated:
             self._fixed = ConfigFile()
+        if self._fixed is not None:
+            problem = self._order_problem(self._fixed)
+            if problem is not None:
+                raise ConfigError(problem)
 
     def _validate_overrides(self) -> None:
         o = self.overrides
@@ -315,7 +322,7 @@ class Settings:
         if self._fixed is not None:
             return self._fixed
         if is_dir is None:
-            is_dir = path.is_dir()
+            is_dir = os.path.isdir(path)  # False, not an error, in an unreadable folder
         directory = path if is_dir else path.parent
         # Resolving costs a system call per folder: once per folder as spelled is enough.
         spelled = str(directory)
@@ -339,9 +346,28 @@ class Settings:
                 self.errors.append(str(error))
                 config = ConfigFile(path=config_file, root=config_file.parent.resolve())
             self._by_file[config_file] = config
+        problem = self._order_problem(config)
+        if problem is not None and problem not in self.errors:
+            self.errors.append(problem)
         self._by_dir[directory] = config
         self._by_spelling[spelled] = config
         return config
+
+    def _order_problem(self, config: ConfigFile) -> str | None:
+        """An option range that accepts nothing once the file's options and the command
+        line's are combined (``min`` not below ``max``), as a message; else None."""
+        o = self.overrides
+        for name in {*config.rule_options, *o.rule_options}:
+            rule = registry.info(name)
+            if rule is None:
+                continue
+            values = {**config.rule_options.get(name, {}), **o.rule_options.get(name, {})}
+            try:
+                check_order(rule, values)
+            except OptionError as error:
+                where = config.path if name in config.rule_options else "command line"
+                return f"{where}: {error}"
+        return None
 
     def check_config(self, paths: Sequence[Path]) -> None:
         """Load the configuration of each target now, so its errors come first."""

@@ -3,14 +3,16 @@
 Paths named on the command line are always checked (unless ``--force-exclude``, which the
 pre-commit hooks use so that ``exclude`` holds there too); files found by walking a
 directory are checked when they have a known suffix, are regular files (a FIFO or a device
-named ``x.py`` would block the run), and no exclude pattern matches them or a folder above
-them. A file reached twice (through a symbolic link) is checked once. Unreadable folders,
-missing paths and broken links are reported, never fatal; links to folders are not followed
-(so link loops cannot trap the walk).
+named ``x.py`` would block the run; named on the command line, one is refused with a
+message), and no exclude pattern matches them or a folder above them. A file reached
+twice (through a symbolic link) is checked once. Unreadable folders, missing paths and
+broken links are reported, never fatal; links to folders are not followed (so link loops
+cannot trap the walk).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Iterable
@@ -30,6 +32,9 @@ class Discovery:
     # The os.stat() of each file as the walk saw it (None: it could not be read), so that
     # the cache's stat index need not ask again.
     stats: list[os.stat_result | None] = field(default_factory=list)
+    # Files reached by walking through a symbolic link to a file outside the folder walked:
+    # fixed only when named themselves.
+    outside_links: set[Path] = field(default_factory=set)
 
 
 def discover(
@@ -42,18 +47,22 @@ def discover(
     found = Discovery()
     seen: dict[tuple[int, int] | Path, int] = {}
 
-    def add(path: Path, walked: bool = False) -> None:
+    def add(path: Path, walked: Path | None = None) -> None:
         info: os.stat_result | None
         try:
-            info = os.stat(path)
+            info = os.lstat(path) if walked is not None else os.stat(path)
+            if walked is not None and stat.S_ISLNK(info.st_mode):
+                info = os.stat(path)
+                if _points_outside(path, walked):
+                    found.outside_links.add(path)
         except OSError as error:
-            if walked:  # a broken link or a link loop met while walking
+            if walked is not None:  # a broken link or a link loop met while walking
                 found.errors.append(f"{path}: cannot read: {error.strerror or error}")
                 return
             info = None
             key: tuple[int, int] | Path = Path(os.path.abspath(path))
         else:
-            if walked and not stat.S_ISREG(info.st_mode):
+            if walked is not None and not stat.S_ISREG(info.st_mode):
                 return
             # The same file through another path (a symbolic link) is checked once, under
             # its own name rather than a link's.
@@ -68,16 +77,14 @@ def discover(
             found.stats[where] = info
 
     for root in paths:
-        if not os.path.lexists(root):
-            found.errors.append(f"{root}: no such file or directory")
+        kind, problem = path_kind(root)
+        if problem is not None:
+            found.errors.append(f"{root}: {problem}")
             continue
-        if root.is_file() or (not root.is_dir() and root.exists()):
+        if kind == "file":
             if force_exclude and _excluded_with_parents(root, settings):
                 continue
             add(root)
-            continue
-        if not root.is_dir():
-            found.errors.append(f"{root}: not a file or directory (a broken link?)")
             continue
         if force_exclude and _excluded_with_parents(root, settings):
             continue
@@ -92,8 +99,44 @@ def discover(
             )
             candidates = sorted(name for name in filenames if name.endswith(suffixes))
             for name in settings.kept_files(base, candidates) if candidates else ():
-                add(base / name, walked=True)
+                add(base / name, walked=root)
     return found
+
+
+_SPECIAL = (
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def path_kind(path: Path) -> tuple[str, str | None]:
+    """What a path named on the command line is: ``("file", None)``, ``("dir", None)``, or
+    a kind with the one-line reason it is not checked. A FIFO would block the run and a
+    device (``/dev/zero``) never ends: only regular files are read."""
+    try:
+        info = os.stat(path)
+    except OSError as error:
+        if error.errno not in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
+            return "unreadable", f"cannot read: {error.strerror or error}"
+        if not os.path.lexists(path):
+            return "missing", "no such file or directory"
+        return "missing", "not a file or directory (a broken link?)"
+    if stat.S_ISREG(info.st_mode):
+        return "file", None
+    if stat.S_ISDIR(info.st_mode):
+        return "dir", None
+    what = next((name for test, name in _SPECIAL if test(info.st_mode)), "a special file")
+    return "special", f"not a regular file ({what}): not read"
+
+
+def _points_outside(link: Path, root: Path) -> bool:
+    real, top = os.path.realpath(link), os.path.realpath(root)
+    try:
+        return os.path.commonpath([real, top]) != top
+    except ValueError:  # another drive
+        return True
 
 
 def _excluded_with_parents(path: Path, settings: Settings) -> bool:

@@ -43,7 +43,6 @@ class EmaLintChecker:
     # False when flake8's selection (--select, --ignore, ...) reports no EMA code: then
     # the plugin, which flake8 runs on every file anyway, has nothing to do.
     _selected: ClassVar[bool] = True
-    _reported_errors: ClassVar[set[str]] = set()
 
     def __init__(self, tree: ast.AST, filename: str, lines: list[str]) -> None:
         # ``tree`` is requested only so flake8 runs this plugin once per file; libcst
@@ -84,13 +83,18 @@ class EmaLintChecker:
                 try:
                     rule_options.setdefault(rule.name, {})[option.name] = option.parse(value)
                 except OptionError as error:
-                    raise ValueError(f"{_flag(rule.name, option.name)}: {error}") from None
+                    raise _stop(f"{_flag(rule.name, option.name)}: {error}") from None
         config = getattr(options, "ema_lint_config", None)
         overrides = Overrides(rule_options=rule_options, noqa=False)
         try:
             cls._settings = Settings(overrides, config_path=Path(config) if config else None)
         except ConfigError as error:
-            raise ValueError(str(error)) from None
+            raise _stop(str(error)) from None
+        # The configuration of the folder flake8 runs in, now: its errors stop the run
+        # before any file is checked (with the defaults, it would report what it turns off).
+        cls._settings.check_config([Path.cwd()])
+        if cls._settings.errors:
+            raise _stop(cls._settings.errors[0])
 
     @classmethod
     def _get_settings(cls) -> Settings:
@@ -112,14 +116,24 @@ class EmaLintChecker:
         settings = self._get_settings()
         path = Path(self.filename) if self.filename not in ("stdin", "-") else None
         file_settings = settings.for_file(path)
-        for error in settings.errors:
-            if error not in self._reported_errors:
-                self._reported_errors.add(error)
-                import sys
-
-                sys.stderr.write(f"ema-lint: error: {error}\n")
+        if settings.errors:  # a configuration file below the folder flake8 runs in
+            raise _stop(settings.errors[0])
         for d in engine.lint(source, self.filename, file_settings):
             yield d.line, d.column - 1, f"{d.code} {d.message}", type(self)
+
+
+try:  # flake8 prints its ExecutionError in one message, without a traceback
+    from flake8.exceptions import ExecutionError as _Stop
+except ImportError:  # pragma: no cover - imported without flake8
+    _Stop = Exception  # type: ignore[assignment,misc]
+
+
+class ConfigurationError(_Stop, ValueError):  # type: ignore[misc,valid-type]
+    """A configuration or flag error: it stops the flake8 run (a ValueError elsewhere)."""
+
+
+def _stop(message: str) -> ConfigurationError:
+    return ConfigurationError(f"ema-lint: {message}")
 
 
 def _any_code_selected(options: Any) -> bool:

@@ -134,7 +134,12 @@ def _option(option: Option, indent: str) -> str:
         f"{inner}type={option.type.__name__},\n"
         f"{inner}default={_q(option.default)},\n"
         f"{inner}description={_q(option.description)},\n"
-        f"{indent})"
+        + "".join(
+            f"{inner}{field}={_q(getattr(option, field))},\n"
+            for field in ("minimum", "maximum", "below")
+            if getattr(option, field) is not None
+        )
+        + f"{indent})"
     )
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -44,9 +46,26 @@ def _context() -> Any:
     return multiprocessing.get_context()
 
 
-def _quiet_worker(initializer: Callable[..., None] | None, initargs: tuple) -> None:
+PARENT_POLL = 0.5  # seconds between a worker's looks at whether its parent still lives
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL)
+    os._exit(1)  # the parent is gone (kill -9): nobody will read this worker's results
+
+
+def _quiet_worker(
+    initializer: Callable[..., None] | None, initargs: tuple, parent: int | None = None
+) -> None:
     # Ctrl-C is the parent's to handle: a worker printing its own traceback is noise.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if parent is not None:
+        # A parent killed outright (kill -9, the OOM killer) cannot stop its workers: each
+        # watches it, and exits when it is gone instead of living on.
+        if os.getppid() != parent:
+            os._exit(1)
+        threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
     if initializer is not None:
         initializer(*initargs)
 
@@ -101,7 +120,7 @@ class LazyPool(Generic[T, R]):
             max_workers=self.jobs,
             mp_context=_context(),
             initializer=_quiet_worker,
-            initargs=(self.initializer, self.initargs),
+            initargs=(self.initializer, self.initargs, os.getpid()),
         )
         held, self._held = self._held, []
         for index, task in held:

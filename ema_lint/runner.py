@@ -13,8 +13,10 @@ finish in, so the output is the same with any number of jobs.
 from __future__ import annotations
 
 import difflib
+import errno
 import os
-from collections.abc import Iterable, Sequence
+import stat
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,10 +26,10 @@ from .config import Settings
 from .diagnostics import Diagnostic
 from .discovery import discover
 from .file_settings import FileSettings
-from .pool import LazyPool
+from .pool import LazyPool, available_cpus
 from .prefilter import PreFilter
 from .reporters import RunResult
-from .writer import atomic_write
+from .writer import WriteRefused, atomic_write, remove_stale_temps
 
 if TYPE_CHECKING:
     from . import sources
@@ -58,8 +60,16 @@ class FileOutcome:
     note: str | None = None
 
 
+def _nonblocking(path: str, flags: int) -> int:
+    # Opening a FIFO for reading blocks until a writer comes: never wait for one.
+    return os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
+
+
 def read_source(path: Path) -> bytes:
-    with open(path, "rb") as handle:
+    """A file's bytes; anything but a regular file (a FIFO, ``/dev/zero``) is an OSError."""
+    with open(path, "rb", opener=_nonblocking) as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
         return handle.read()
 
 
@@ -123,12 +133,20 @@ def _process_other(
     return outcome
 
 
-def _process_data(path: Path, data: bytes, file_settings: FileSettings, mode: Mode) -> FileOutcome:
+OUTSIDE_LINK = "a symbolic link to a file outside the folder checked: not fixed unless named itself"
+
+
+def _process_data(
+    path: Path, data: bytes, file_settings: FileSettings, mode: Mode, writable: bool = True
+) -> FileOutcome:
+    """``writable`` False: a fix is reported, never written (a link out of the tree)."""
     display = str(path)
     outcome = process_source(data, display, file_settings, mode)
     if outcome.new_data is not None and mode.fix and not mode.diff:
         try:
-            atomic_write(path, outcome.new_data)
+            if not writable:
+                raise WriteRefused(OUTSIDE_LINK, path)
+            atomic_write(path, outcome.new_data, expected=data)
         except OSError as error:
             outcome.error = f"{display}: cannot write the fix: {error.strerror or error}"
             # Nothing was written: report the findings as they stand in the file.
@@ -243,16 +261,16 @@ def _init_worker(mode: Mode, cache: Cache | None) -> None:
     _worker_state = (mode, cache)
 
 
-def _engine_task(task: tuple[str, FileSettings]) -> FileOutcome:
+def _engine_task(task: tuple[str, FileSettings, bool]) -> FileOutcome:
     assert _worker_state is not None
     mode, cache = _worker_state
-    name, file_settings = task
+    name, file_settings, writable = task
     path = Path(name)
     try:
         data = read_source(path)
     except OSError as error:
         return _unreadable(name, error)
-    outcome = _process_data(path, data, file_settings, mode)
+    outcome = _process_data(path, data, file_settings, mode, writable)
     if cache is not None and _cacheable(outcome, mode):
         key = settings_key(file_settings, name, mode.text_edits)
         cache.put(content_hash(data), key, outcome.diagnostics)
@@ -276,14 +294,18 @@ def check_files(
     jobs: int = 1,
     cache: Cache | None = None,
     stats: Sequence[os.stat_result | None] | None = None,
+    read_only: Collection[Path] = (),
 ) -> list[FileOutcome]:
-    """The outcome of every file, in the order given (``stats``: their ``os.stat``, if known)."""
+    """The outcome of every file, in the order given (``stats``: their ``os.stat``, if known;
+    ``read_only``: files whose fixes are reported but never written)."""
     outcomes: list[FileOutcome | None] = [None] * len(files)
-    pool: LazyPool[tuple[str, FileSettings], FileOutcome] = LazyPool(
+    # More workers than files or CPUs only cost their start (--jobs 1000 on two files).
+    jobs = max(1, min(jobs, len(files), available_cpus()))
+    pool: LazyPool[tuple[str, FileSettings, bool], FileOutcome] = LazyPool(
         _engine_task, jobs, _init_worker, (mode, cache), preload=_load_engine
     )
     try:
-        _dispatch(files, settings, mode, cache, pool, outcomes, stats)
+        _dispatch(files, settings, mode, cache, pool, outcomes, stats, frozenset(read_only))
         for index, outcome in pool.results():
             outcomes[index] = outcome
     except BaseException:
@@ -297,9 +319,10 @@ def _dispatch(
     settings: Settings,
     mode: Mode,
     cache: Cache | None,
-    pool: LazyPool[tuple[str, FileSettings], FileOutcome],
+    pool: LazyPool[tuple[str, FileSettings, bool], FileOutcome],
     outcomes: list[FileOutcome | None],
     stats: Sequence[os.stat_result | None] | None = None,
+    read_only: frozenset[Path] = frozenset(),
 ) -> None:
     """Settle what the parent can; submit the rest to the pool."""
     stat_index = StatIndex(cache) if cache is not None else None
@@ -334,7 +357,7 @@ def _dispatch(
         if settled is not None:
             outcomes[index] = settled
         else:
-            pool.submit(index, (str(path), file_settings))
+            pool.submit(index, (str(path), file_settings, path not in read_only))
     if cache is not None and stat_index is not None:
         stat_index.save()
         cache.prune()
@@ -359,14 +382,38 @@ def run(
     jobs: int = 1,
     cache: Cache | None = None,
 ) -> tuple[RunResult, list[FileOutcome]]:
-    """Check (or fix) every file under ``paths``, with ``jobs`` processes and a cache."""
+    """Check (or fix) every file under ``paths``, with ``jobs`` processes and a cache.
+
+    A configuration error stops the run before any file is read or written: linting with
+    the defaults instead would report what the user turned off, and fix what they excluded.
+    """
     settings.check_config(paths)
+    if settings.errors:
+        return _stopped(settings.errors), []
     found = discover(paths, settings, force_exclude=force_exclude)
-    outcomes = check_files(found.files, settings, mode, jobs=jobs, cache=cache, stats=found.stats)
+    if settings.errors:  # a configuration file met while walking
+        return _stopped([*settings.errors, *found.errors]), []
+    if mode.fix and not mode.diff:  # what a killed --fix left next to these files
+        remove_stale_temps(dict.fromkeys(path.parent for path in found.files))
+    outcomes = check_files(
+        found.files,
+        settings,
+        mode,
+        jobs=jobs,
+        cache=cache,
+        stats=found.stats,
+        read_only=found.outside_links,
+    )
     result = collect(outcomes, mode)
     result.errors = [*settings.errors, *found.errors, *result.errors]
     result.files_checked = len(found.files)
     return result, outcomes
+
+
+def _stopped(errors: Sequence[str]) -> RunResult:
+    result = RunResult()
+    result.errors = list(errors)
+    return result
 
 
 def collect(outcomes: Iterable[FileOutcome], mode: Mode) -> RunResult:

@@ -105,10 +105,40 @@ class DecayOutOfRange(Rule):
     trigger_groups = UPDATE_EVIDENCE.groups
     requires = (DecaySettings,)
     options = (
-        Option("min", float, 0.999, "Lowest per-step decay accepted for an evaluation EMA."),
-        Option("max", float, 0.9999, "Highest per-step decay accepted for an evaluation EMA."),
-        Option("teacher-min", float, 0.99, "Lowest decay accepted for a teacher."),
-        Option("teacher-max", float, 0.9999, "Highest decay accepted for a teacher."),
+        Option(
+            "min",
+            float,
+            0.999,
+            "Lowest per-step decay accepted for an evaluation EMA.",
+            minimum=0.0,
+            maximum=1.0,
+            below="max",
+        ),
+        Option(
+            "max",
+            float,
+            0.9999,
+            "Highest per-step decay accepted for an evaluation EMA.",
+            minimum=0.0,
+            maximum=1.0,
+        ),
+        Option(
+            "teacher-min",
+            float,
+            0.99,
+            "Lowest decay accepted for a teacher.",
+            minimum=0.0,
+            maximum=1.0,
+            below="teacher-max",
+        ),
+        Option(
+            "teacher-max",
+            float,
+            0.9999,
+            "Highest decay accepted for a teacher.",
+            minimum=0.0,
+            maximum=1.0,
+        ),
     )
 
     @classmethod

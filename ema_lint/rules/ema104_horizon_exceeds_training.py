@@ -95,6 +95,8 @@ class HorizonExceedsTraining(Rule):
             float,
             1 / 3,
             "Largest accepted horizon, as a fraction of the run's steps.",
+            minimum=0.0,
+            maximum=1.0,
         ),
     )
 

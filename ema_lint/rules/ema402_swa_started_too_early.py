@@ -99,6 +99,8 @@ class SwaStartedTooEarly(Rule):
             float,
             0.5,
             "Earliest accepted start of SWA averaging, as a fraction of the run.",
+            minimum=0.0,
+            maximum=1.0,
         ),
     )
 

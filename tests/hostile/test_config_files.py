@@ -1,4 +1,4 @@
-"""Configuration files that cannot be used: one error naming the file, and the run goes on.
+"""Configuration files that cannot be used: one error naming the file, and the run stops.
 
 Malformed TOML and bad keys or values are covered by tests/cli/test_config.py
 (``test_bad_config_is_an_error_naming_key_and_file``); these are the files that are not
@@ -31,7 +31,7 @@ def test_a_pyproject_that_is_not_toml_text(run, tmp_path: Path, content, fragmen
     assert "Traceback" not in result.out + result.err
     [error] = [line for line in result.out.splitlines() if line.startswith("error:")]
     assert "pyproject.toml: " in error and fragment in error
-    assert "train.py:3:31: EMA101" in result.out  # checked with the defaults
+    assert "EMA101" not in result.out  # not checked with the defaults
 
 
 def test_an_unreadable_pyproject(run, tmp_path: Path, monkeypatch) -> None:
@@ -48,7 +48,7 @@ def test_an_unreadable_pyproject(run, tmp_path: Path, monkeypatch) -> None:
     result = run("train.py", cwd=tmp_path)
     assert result.code == 2
     assert "pyproject.toml: cannot read: Permission denied" in result.out
-    assert "train.py:3:31: EMA101" in result.out
+    assert "EMA101" not in result.out
 
 
 def test_a_folder_named_pyproject_toml_is_not_a_configuration(run, tmp_path: Path) -> None:

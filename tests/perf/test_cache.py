@@ -280,6 +280,7 @@ def _diagnostic(**changes) -> Diagnostic:
 
 
 def test_round_trip_keeps_every_field(tmp_path: Path) -> None:
+    tmp_path = tmp_path / "cache"
     store = Cache(tmp_path, build="b")
     diagnostics = [_diagnostic(), _diagnostic(fix=None, cell=None, text_edits=None)]
     store.put("ab" * 32, "k", diagnostics)
@@ -308,6 +309,7 @@ def test_round_trip_keeps_every_field(tmp_path: Path) -> None:
 
 
 def test_a_content_file_keeps_a_bounded_number_of_keys(tmp_path: Path) -> None:
+    tmp_path = tmp_path / "cache"  # a folder the cache creates, so it is the cache's own
     store = Cache(tmp_path, build="b")
     digest = content_hash(b"x")
     for i in range(cache_module.KEYS_PER_CONTENT + 5):
@@ -317,25 +319,30 @@ def test_a_content_file_keeps_a_bounded_number_of_keys(tmp_path: Path) -> None:
     assert len(_entries(tmp_path)) == 1
 
 
+# Names in the layout of build_id(): pruning removes no folder named otherwise.
+OLD, RECENT, CURRENT = (f"0.{n}-{'a' * 12}-libcst1.1.0-py311" for n in (1, 2, 3))
+
+
 def test_prune_removes_old_entries_and_old_builds(tmp_path: Path) -> None:
+    tmp_path = tmp_path / "cache"
     now = time.time()
-    old_build = Cache(tmp_path, build="old")
+    old_build = Cache(tmp_path, build=OLD)
     old_build.put("cd" * 32, "k", [])
-    recent_build = Cache(tmp_path, build="recent")
+    recent_build = Cache(tmp_path, build=RECENT)
     recent_build.put("cd" * 32, "k", [])
     recent_build.prune(now)  # stamps it as used now
-    store = Cache(tmp_path, build="current")
+    store = Cache(tmp_path, build=CURRENT)
     store.put("ab" * 32, "k", [])
     store.put("ef" * 32, "k", [])
     stale = store._entry_path("ef" * 32)
     ancient = now - (cache_module.MAX_AGE_DAYS + 1) * 86400
     os.utime(stale, (ancient, ancient))
-    for path in (tmp_path / "old").rglob("*"):
+    for path in (tmp_path / OLD).rglob("*"):
         os.utime(path, (ancient, ancient))
-    os.utime(tmp_path / "old", (ancient, ancient))
+    os.utime(tmp_path / OLD, (ancient, ancient))
     store.prune(now)
-    assert not (tmp_path / "old").exists()
-    assert (tmp_path / "recent").is_dir()
+    assert not (tmp_path / OLD).exists()
+    assert (tmp_path / RECENT).is_dir()
     assert not stale.exists() and store.get("ab" * 32, "k", "p") == []
     # At most once a day: a second prune right after does nothing.
     store.put("ef" * 32, "k", [])
@@ -354,6 +361,7 @@ def _hammer(directory: str, worker: int) -> None:
 
 
 def test_concurrent_writers_never_leave_a_torn_entry(tmp_path: Path) -> None:
+    tmp_path = tmp_path / "cache"  # created by the racing writers: one folder for all
     context = multiprocessing.get_context("fork" if os.name == "posix" else None)
     workers = [context.Process(target=_hammer, args=(str(tmp_path), w)) for w in range(4)]
     for w in workers:
