@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--ecosystem-files",
         type=int,
-        default=120,
+        default=80,
         help="ecosystem files to mutate (default: %(default)s)",
     )
     ap.add_argument("--no-mutants", action="store_true", help="skip the mutation part")

@@ -274,6 +274,14 @@ class Context:
             ctx._by_type.setdefault(type(n), []).append(n)
         return ctx
 
+    def offset(self, line: int, column: int) -> int:
+        """A (1-based line, 0-based column) position as an index into the source."""
+        if "line_starts" not in self.cache:
+            # libcst counts lines at \n, \r\n and \r only (str.splitlines splits at more)
+            starts = [0] + [m.end() for m in re.finditer(r"\r\n|\r|\n", self.source)]
+            self.cache["line_starts"] = starts
+        return self.cache["line_starts"][line - 1] + column
+
     def line(self, node: cst.CSTNode) -> int:
         return self.positions[node].start.line
 
@@ -337,11 +345,13 @@ class Edit:
     """Node replacements (by identity) and the nodes of the result whose lines are expected."""
 
     replace: dict[int, object] = field(default_factory=dict)
+    originals: dict[int, cst.CSTNode] = field(default_factory=dict)
     markers: list[cst.CSTNode] = field(default_factory=list)
     lines: set[int] = field(default_factory=set)
 
     def put(self, old: cst.CSTNode, new: object) -> None:
         self.replace[id(old)] = new
+        self.originals[id(old)] = old
 
     def mark(self, node: cst.CSTNode) -> None:
         self.markers.append(node)
@@ -358,14 +368,62 @@ class Edit:
         self.markers.append(copy)
 
 
-def apply(module: cst.Module, edit: Edit) -> tuple[cst.Module, list[int]]:
-    """The edited module and the lines of its markers (plus the edit's fixed lines)."""
+def _splice(ctx: Context, edit: Edit) -> str | None:
+    """The mutant's text by replacing source spans: expression-level edits move no line, so
+    the original positions hold and no tree needs rebuilding (the slow part of a run)."""
+    if edit.markers:
+        return None
+    spans = []
+    for key, new in edit.replace.items():
+        old = edit.originals.get(key)
+        if old is None or not isinstance(new, cst.CSTNode) or old not in ctx.positions:
+            return None
+        if isinstance(old, cst.SimpleStatementLine) and isinstance(new, cst.SimpleStatementLine):
+            first, last = old.body[0], old.body[-1]
+            text = "; ".join(code_text(b).rstrip("; ") for b in new.body)
+        elif isinstance(old, (cst.BaseExpression, cst.BaseSmallStatement)):
+            first = last = old
+            text = code_text(new)
+            if isinstance(old, cst.BaseSmallStatement):
+                text = text.rstrip().rstrip(";")
+        else:
+            return None
+        start, end = ctx.positions[first].start, ctx.positions[last].end
+        a, b = ctx.offset(start.line, start.column), ctx.offset(end.line, end.column)
+        src = ctx.source
+        for _ in getattr(old, "lpar", ()) if first is old else ():
+            # positions leave an expression's own parentheses out; its replacement has them
+            while a > 0 and src[a - 1] in " \t":
+                a -= 1
+            while b < len(src) and src[b] in " \t":
+                b += 1
+            if a == 0 or src[a - 1] != "(" or b >= len(src) or src[b] != ")":
+                return None
+            a, b = a - 1, b + 1
+        spans.append((a, b, text))
+    spans.sort()
+    for a, b in zip(spans, spans[1:]):
+        if a[1] > b[0]:
+            return None
+    out = ctx.source
+    for a, b, text in reversed(spans):
+        out = out[:a] + text + out[b:]
+    return out
+
+
+def apply(ctx: Context, edit: Edit, splice: bool = True) -> tuple[str, list[int]]:
+    """The mutant's code and the lines of its markers (plus the edit's fixed lines)."""
+    spliced = _splice(ctx, edit) if splice else None
+    if spliced is not None:
+        return spliced, sorted(edit.lines)
+    module = ctx.module
     new = module.visit(_Replace(edit.replace))
     if id(module) in edit.replace:
         new = edit.replace[id(module)]
-    positions = MetadataWrapper(new, unsafe_skip_copy=True).resolve(PositionProvider)
     lines = set(edit.lines)
-    for m in edit.markers:
-        if m in positions:
-            lines.add(positions[m].start.line)
-    return new, sorted(lines)
+    if edit.markers:
+        positions = MetadataWrapper(new, unsafe_skip_copy=True).resolve(PositionProvider)
+        for m in edit.markers:
+            if m in positions:
+                lines.add(positions[m].start.line)
+    return new.code, sorted(lines)

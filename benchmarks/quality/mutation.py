@@ -94,8 +94,7 @@ def mutants_of(
             if len(seen) >= max_sites:
                 break
             try:
-                new, lines = apply(ctx.module, site.edit)
-                code = new.code
+                code, lines = apply(ctx, site.edit)
             except Exception as exc:
                 if errors is not None:
                     errors.append(

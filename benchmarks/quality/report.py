@@ -22,13 +22,11 @@ FAMILIES = {
 
 # Why a target is missed: the capability each rule family lacks, from reading the misses.
 WHY = {
-    "real-bug recall": "the corpus's expected findings need cross-file evidence (a local ModelEma "
-    "class that does not unwrap, "(
-        "a builder that casts to bf16), dtype and aliasing flow across statements "
-        "(`state_dict()` references, `.half()` copies), "
-    )(
-        "Lightning manual-optimization order, and no-op rebinding of the initial sync; see "
-        "the misses below"
+    "real-bug recall": (
+        "the corpus's expected findings need cross-file evidence (a local ModelEma class that "
+        "does not unwrap, a builder that casts to bf16), dtype and aliasing flow across "
+        "statements (`state_dict()` references, `.half()` copies), Lightning "
+        "manual-optimization order, and no-op rebinding of the initial sync; see the misses"
     ),
 }
 

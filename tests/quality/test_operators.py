@@ -330,3 +330,15 @@ def test_judge_new_finding_and_preexisting() -> None:
     assert r.detected is not None and r.detected.code == "EMA203" and r.new_findings == []
     r2 = mutation.judge(m, [Finding("m/t.py", 13, 1, "EMA202", anchor="z")], orig)
     assert r2.detected is None and [f.code for f in r2.wrong_code_nearby] == ["EMA202"]
+
+
+@pytest.mark.parametrize("op", [op.name for op in OPERATORS])
+def test_text_splice_equals_tree_rewrite(op: str) -> None:
+    from benchmarks.quality.cst_tools import Context, apply
+
+    snippets = (TRAIN, ACCELERATE, CONTINUE, HAND, AUG, SUM, LERP, SWA, SWA_START, DDP, MOMENTUM)
+    for src in snippets:
+        for variant in (src, src.replace("\n", "\r\n")):
+            ctx = Context.parse(variant)
+            for site in by_name(op).find(ctx):
+                assert apply(ctx, site.edit) == apply(ctx, site.edit, splice=False)
