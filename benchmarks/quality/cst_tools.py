@@ -6,6 +6,7 @@ must never measure a rule with the rule's own idea of what an update is).
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -402,7 +403,7 @@ def _splice(ctx: Context, edit: Edit) -> str | None:
             a, b = a - 1, b + 1
         spans.append((a, b, text))
     spans.sort()
-    for a, b in zip(spans, spans[1:]):
+    for a, b in itertools.pairwise(spans):
         if a[1] > b[0]:
             return None
     out = ctx.source

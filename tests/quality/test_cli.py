@@ -59,8 +59,8 @@ def test_end_to_end_on_a_synthetic_corpus(tmp_path: Path, capsys) -> None:
             str(out),
             "--ledger",
             str(ledger),
+            "--new-findings",
         ]
-        + ["--new-findings"]
     )
     assert code == 0
     text = out.read_text(encoding="utf-8")
