@@ -55,7 +55,7 @@ def _parses(code: str) -> str | None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            ast.parse(code)
+            ast.parse(code.removeprefix("\ufeff"))
         except SyntaxError as exc:
             return f"ast: {exc.msg} at line {exc.lineno}"
     return None
@@ -76,7 +76,7 @@ def mutants_of(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            ast.parse(source)
+            ast.parse(source.removeprefix("\ufeff"))  # a BOM is valid in a file, not in a str
         except SyntaxError:
             return []
     out: list[Mutant] = []

@@ -539,32 +539,48 @@ def ddp_copy(ctx: Context) -> Iterator[Site]:
             edit.lines.add(ctx.line(call))
             yield Site(f"{fname}({ctx.code(arg)}) -> {fname}({code_text(new)})", edit)
             continue
-        # creation before the DDP wrap of the same name: move it after the wrap
+        # creation before the DDP wrap of the same name: move it (or the `if` holding it)
+        # after the statement that wraps
         if isinstance(arg, cst.Name):
-            stmt = ctx.statement(call)
-            block = ctx.block_of(stmt) if stmt is not None else None
-            body = block_body(block) if block is not None else None
-            if not body or stmt not in body:
-                continue
-            i = body.index(stmt)
-            created = None
-            if isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Assign):
-                created = dotted(stmt.body[0].targets[0].target)
+            site = _move_after_wrap(ctx, call, arg.value)
+            if site is not None:
+                yield Site(f"{fname}({arg.value}) built after the DDP wrap", site)
+
+
+def _move_after_wrap(ctx: Context, call: cst.Call, wrapped: str) -> Edit | None:
+    stmt = ctx.statement(call)
+    created = None
+    if isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Assign):
+        created = dotted(stmt.body[0].targets[0].target)
+    if created is None:
+        return None
+    moving: cst.CSTNode | None = stmt
+    while moving is not None:
+        block = ctx.block_of(moving)
+        body = block_body(block) if block is not None else None
+        if body and moving in body:
+            i = body.index(moving)
             for j in range(i + 1, len(body)):
-                if created and any(
+                if any(
                     isinstance(n, (cst.Name, cst.Attribute)) and dotted(n) == created
                     for n in walk(body[j])
                 ):
                     break
-                if _ddp_assign(body[j], arg.value):
-                    new_body = (
-                        list(body[:i]) + list(body[i + 1 : j + 1]) + [stmt] + list(body[j + 1 :])
-                    )
+                if _ddp_assign(body[j], wrapped):
+                    new_body = [*body[:i], *body[i + 1 : j + 1], moving, *body[j + 1 :]]
                     edit = Edit()
                     edit.put(block, block.with_changes(body=new_body))
                     edit.mark(stmt)
-                    yield Site(f"{fname}({arg.value}) built after the DDP wrap", edit)
-                    break
+                    return edit
+        parent = ctx.parent(block) if block is not None else None
+        if not isinstance(parent, (cst.If, cst.Else)):
+            return None
+        moving = parent if isinstance(parent, cst.If) else ctx.parent(parent)
+        while isinstance(moving, (cst.If, cst.Else)) and moving not in (
+            block_body(ctx.block_of(moving)) or ()
+        ):
+            moving = ctx.parent(moving)
+    return None
 
 
 # --- hand-written updates ---------------------------------------------------------------

@@ -342,3 +342,31 @@ def test_text_splice_equals_tree_rewrite(op: str) -> None:
             ctx = Context.parse(variant)
             for site in by_name(op).find(ctx):
                 assert apply(ctx, site.edit) == apply(ctx, site.edit, splice=False)
+
+
+def test_copy_of_ddp_moves_the_guarded_creation() -> None:
+    src = (
+        "def setup(model, args):\n"
+        "    model_ema = None\n"
+        "    if args.model_ema:\n"
+        "        model_ema = ModelEma(model, decay=0.9998)\n"
+        "    model_without_ddp = model\n"
+        "    if args.distributed:\n"
+        "        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[0])\n"
+        "    return model, model_ema\n"
+    )
+    (m,) = _mutants("copy-of-ddp", "import torch\n" + src)
+    lines = m.code.splitlines()
+    assert lines[4:8] == [
+        "    if args.distributed:",
+        "        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[0])",
+        "    if args.model_ema:",
+        "        model_ema = ModelEma(model, decay=0.9998)",
+    ]
+    assert m.lines == (8,)
+
+
+def test_a_file_with_a_bom_is_mutated() -> None:
+    src = "\ufeff" + HAND
+    ms = mutation.mutants_of("t.py", src, [by_name("eval-removed")])
+    assert len(ms) == 1 and ms[0].code.startswith("\ufeff")
