@@ -602,6 +602,9 @@ NON_WEIGHT = frozenset(
 )
 
 
+NON_WEIGHT_MODULE = ("codebook", "cluster_size", "embed_avg")
+
+
 def _update_context(ctx: Context, node: cst.CSTNode) -> bool:
     key = ("update-context", id(ctx.statement(node)))
     if key not in ctx.cache:
@@ -610,6 +613,8 @@ def _update_context(ctx: Context, node: cst.CSTNode) -> bool:
 
 
 def _update_context_uncached(ctx: Context, node: cst.CSTNode) -> bool:
+    if any(word in ctx.source.lower() for word in NON_WEIGHT_MODULE):
+        return False  # VQ codebooks and similar: EMAs of statistics, not of weights
     stmt = ctx.statement(node)
     names = {n.value for n in walk(stmt) if isinstance(n, cst.Name)}
     if any(set(components(n)) & NON_WEIGHT for n in names):
@@ -705,6 +710,11 @@ def out_of_place(ctx: Context) -> Iterator[Site]:
             if methods != ["copy_"] or len(chain[0].args) != 1:
                 continue
             new_value = chain[0].args[0].value
+            if not any(
+                isinstance(n, cst.BinaryOperation) or last_name(getattr(n, "func", None)) == "lerp"
+                for n in walk(new_value)
+            ):
+                continue  # a plain copy (buffers, initial sync) is not an averaging update
         else:
             repl = {}
             for c in chain:

@@ -370,3 +370,18 @@ def test_a_file_with_a_bom_is_mutated() -> None:
     src = "\ufeff" + HAND
     ms = mutation.mutants_of("t.py", src, [by_name("eval-removed")])
     assert len(ms) == 1 and ms[0].code.startswith("\ufeff")
+
+
+def test_hand_written_operators_skip_copies_and_codebooks() -> None:
+    copy_only = (
+        "def sync(ema, model):\n"
+        "    for b_ema, b in zip(ema.buffers(), model.buffers()):\n"
+        "        b_ema.copy_(b)\n"
+    )
+    assert _mutants("out-of-place", copy_only) == []
+    vq = (
+        "def ema_inplace(old, new, decay):\n    old.lerp_(new, 1 - decay)\n\n\n"
+        "class Codebook:\n    def update(self, ema_embed, embed, decay):\n"
+        "        ema_embed.mul_(decay).add_(embed, alpha=1 - decay)\n"
+    )
+    assert _mutants("coefficients-swapped", vq) == [] and _mutants("out-of-place", vq) == []
