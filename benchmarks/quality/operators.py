@@ -445,6 +445,9 @@ def cpu_copy(variant: str) -> Callable[[Context], Iterator[Site]]:
                 a.keyword and a.keyword.value == "device" for a in inner.args
             ):
                 continue
+            copied = ctx.code(inner.args[0].value) if inner.args else ""
+            if last_name(inner.func) == "deepcopy" and re.search(r"state_dict|param", copied):
+                continue  # a copied dict or list of tensors has no .cpu()
             if variant == "cpu":
                 new = cst.Call(cst.Attribute(assign.value, cst.Name("cpu")))
             else:

@@ -385,3 +385,13 @@ def test_hand_written_operators_skip_copies_and_codebooks() -> None:
         "        ema_embed.mul_(decay).add_(embed, alpha=1 - decay)\n"
     )
     assert _mutants("coefficients-swapped", vq) == [] and _mutants("out-of-place", vq) == []
+
+
+def test_cpu_operator_skips_copies_of_dicts_and_lists() -> None:
+    src = (
+        "import copy\n\n\ndef f(model, device):\n"
+        "    ema_params = copy.deepcopy(list(model.parameters()))\n"
+        "    ema_state = copy.deepcopy(model.state_dict())\n"
+        "    return ema_params, ema_state, model.to(device)\n"
+    )
+    assert _mutants("copy-on-cpu", src) == []
