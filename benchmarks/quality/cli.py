@@ -84,6 +84,13 @@ def run_mutants(
     return results, engine_errors
 
 
+def _command_line(argv: list[str], args: argparse.Namespace) -> str:
+    """The command as results.md shows it: machine paths replaced by what they stand for."""
+    names = {str(args.manifest): "MANIFEST", str(args.folder): "FOLDER", str(args.output): "OUTPUT"}
+    shown = [names.get(a, "PATH" if a.startswith("/") else a) for a in argv]
+    return " ".join(["python -m benchmarks.quality", *shown])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m benchmarks.quality", description=__doc__.splitlines()[0]
@@ -159,10 +166,7 @@ def main(argv: list[str] | None = None) -> int:
 
     run = report.Run(
         version=_version(command),
-        command="python -m benchmarks.quality "
-        + " ".join(
-            a for a in (argv if argv is not None else sys.argv[1:]) if not a.startswith("/")
-        ),
+        command=_command_line(argv if argv is not None else sys.argv[1:], args),
         score=score,
         corpus_review=corpus_review,
         eco_review=eco_review,

@@ -87,18 +87,19 @@ def targets(run: Run) -> list[str]:
         et, ef = run.eco_review.counts()
         ledger_t, ledger_f = ledger_t + et, ledger_f + ef
     prec = ledger_t / (ledger_t + ledger_f) if ledger_t + ledger_f else None
-    fp_rules = Counter(f.code for fs in run.score.files for f in fs.false_positives)
+    reviews = [run.corpus_review] + ([run.eco_review] if run.eco_review else [])
+    false = [(f.code, e) for r in reviews for f, e in r.reviewed if e.verdict == "false"]
+    by_code = Counter(code for code, _ in false)
+    reasons = {}
+    for code, e in false:
+        reasons.setdefault(code, e.reason)
     lines.append(
         _target(
             "precision on real code (ledger)",
             prec,
             TARGET_PRECISION,
-            f"{ledger_f} false finding(s) reviewed: "
-            + ", ".join(f"{c} {n}" for c, n in sorted(fp_rules.items()))
-            + (
-                " on the corpus; each is named in the ledger with its reason (traps the "
-                "rules do not yet recognise)"
-            ),
+            f"{ledger_f} reviewed finding(s) are false: "
+            + "; ".join(f"{c} x{n} (e.g. {reasons[c]})" for c, n in sorted(by_code.items())),
         )
     )
     lines.append(
