@@ -115,6 +115,8 @@ def targets(run: Run) -> list[str]:
             )
             continue
         why = _operator_why(run, name)
+        if n < 5:
+            why += f" (only {n} mutant(s): the files mutated offer few places for this bug)"
         lines.append(
             _target(
                 f"mutant recall `{name}`", hit / n, TARGET_MUTANT_RECALL, why, detail=f"{hit}/{n}"
