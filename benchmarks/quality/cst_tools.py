@@ -1,4 +1,4 @@
-"""libcst helpers the mutation operators share: names, statements, edits and positions.
+"""What the mutation operators share on libcst trees: names, statements, edits and positions.
 
 Written from the bug descriptions, independent of ema-lint's own analysis (the benchmark
 must never measure a rule with the rule's own idea of what an update is).
