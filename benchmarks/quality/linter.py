@@ -56,7 +56,7 @@ def normalize_anchor(text: str) -> str:
     return " ".join(text.split())
 
 
-def line_text(path: Path, line: int, cell: int | None = None, _cache: dict | None = None) -> str:
+def line_text(path: Path, line: int, cell: int | None = None) -> str:
     """The text of ``line`` (1-based) of a file, or of a notebook cell's source."""
     try:
         raw = path.read_text(encoding="utf-8", errors="replace")

@@ -356,6 +356,12 @@ def markdown(run: Run) -> str:
     if run.eco_review:
         un += [("ecosystem", f) for f in run.eco_review.unreviewed]
     out += [f"- `{format_row(src, f)}`" for src, f in un] or ["none"]
+    stale = [("corpus", e) for e in run.corpus_review.stale]
+    if run.eco_review:
+        stale += [("ecosystem", e) for e in run.eco_review.stale]
+    if stale:
+        out += ["", "## Ledger rows no finding matches any more (delete or re-anchor them)", ""]
+        out += [f"- `{src}` `{e.file}:{e.line}` {e.code} `{e.anchor[:80]}`" for src, e in stale]
     if run.lint_errors:
         out += ["", "## ema-lint errors", ""] + [f"- {e}" for e in run.lint_errors]
     return "\n".join(out) + "\n"

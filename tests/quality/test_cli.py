@@ -50,6 +50,11 @@ def test_end_to_end_on_a_synthetic_corpus(tmp_path: Path, capsys) -> None:
     )
     out = tmp_path / "results.md"
     ledger = tmp_path / "ledger.tsv"
+    ledger.write_text(
+        "source\tfile\tcode\tline\tanchor\tverdict\treason\n"
+        "corpus\tme__clean/train.py\tEMA999\t3\tgone\tfalse\tno longer reported\n",
+        encoding="utf-8",
+    )
     code = cli.main(
         [
             str(manifest),
@@ -66,6 +71,7 @@ def test_end_to_end_on_a_synthetic_corpus(tmp_path: Path, capsys) -> None:
     text = out.read_text(encoding="utf-8")
     assert "| real-bug recall (expected items matched) | 1/1 = 1.00 |" in text
     assert "`me__gone/x.py`" in text  # missing files are named
+    assert "`corpus` `me__clean/train.py:3` EMA999 `gone`" in text  # a stale ledger row
     assert "## Mutants" in text and "over 1 files" in text
     printed = capsys.readouterr().out
     assert (
