@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from ._version import __version__
-from .diagnostics import Applicability, Diagnostic, Fix, Position, TextEdit
+from .diagnostics import Applicability, Diagnostic, Fix, Position, Related, TextEdit
 
 DIR_NAME = ".ema_lint_cache"
 ENV_VAR = "EMA_LINT_CACHE_DIR"
@@ -151,6 +151,8 @@ def _encode_value(value: Any) -> Any:
         return ["P", value.line, value.column]
     if isinstance(value, Fix):
         return ["F", value.applicability.value, value.title]
+    if isinstance(value, tuple) and value and all(isinstance(e, Related) for e in value):
+        return ["R", [[e.path, e.line, e.message] for e in value]]
     if isinstance(value, tuple) and all(isinstance(e, TextEdit) for e in value):
         return [
             "T",
@@ -167,6 +169,8 @@ def _decode_value(value: Any) -> Any:
         return Position(int(value[1]), int(value[2]))
     if tag == "F":
         return Fix(Applicability(value[1]), (), str(value[2]))
+    if tag == "R":
+        return tuple(Related(str(p), int(n), str(m)) for p, n, m in value[1])
     if tag == "T":
         return tuple(
             TextEdit(Position(int(a), int(b)), Position(int(c), int(d)), str(t))
@@ -181,7 +185,7 @@ def _encode(d: Diagnostic) -> dict[str, Any]:
         if name == "path":
             continue  # the entry's key holds it; the reader supplies it
         value = getattr(d, name)
-        if value is not None:
+        if value is not None and not (name == "related" and not value):
             out[name] = _encode_value(value)
     return out
 
