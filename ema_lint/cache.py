@@ -32,10 +32,11 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from . import dependencies
 from ._version import __version__
 from .diagnostics import Applicability, Diagnostic, Fix, Position, Related, TextEdit
 
@@ -47,6 +48,9 @@ MAX_AGE_DAYS = 30  # an entry not read or written for this long is pruned
 OTHER_BUILD_DAYS = 7  # another build's folder is removed after this long unused
 PRUNE_EVERY = 24 * 3600.0
 _STAMP = "last-used"
+
+
+_USES = "uses:"  # entry key prefix: the project files a result depends on
 
 
 def content_hash(data: bytes) -> str:
@@ -239,9 +243,15 @@ class Cache:
         return document["entries"]
 
     def get(self, digest: str, key: str, path: str) -> list[Diagnostic] | None:
-        """The findings stored for this content and key (None: not cached or unusable)."""
-        item = self._load(digest).get(key)
+        """The findings stored for this content and key (None: not cached or unusable, or a
+        module of the project it read has changed since)."""
+        entries = self._load(digest)
+        item = entries.get(key)
         if not isinstance(item, list):
+            self.misses += 1
+            return None
+        used = entries.get(_USES + key)
+        if isinstance(used, dict) and not dependencies.unchanged(used):
             self.misses += 1
             return None
         try:
@@ -281,18 +291,31 @@ class Cache:
             self._writable = False
         return self._writable
 
-    def put(self, digest: str, key: str, diagnostics: Sequence[Diagnostic]) -> None:
-        """Store the findings of a content under a key; a failure only loses the entry."""
+    def put(
+        self,
+        digest: str,
+        key: str,
+        diagnostics: Sequence[Diagnostic],
+        used: Mapping[str, str] | None = None,
+    ) -> None:
+        """Store the findings of a content under a key (with the other files the lint read
+        and their hashes); a failure only loses the entry."""
         if not self._prepare():
             return
         entries = self._load(digest)
         entries.pop(key, None)
+        entries.pop(_USES + key, None)
         try:
             entries[key] = [_encode(d) for d in diagnostics]
         except Uncacheable:
             return
-        while len(entries) > KEYS_PER_CONTENT:
-            del entries[next(iter(entries))]
+        if used:
+            entries[_USES + key] = dict(used)
+        results = [k for k in entries if not k.startswith(_USES)]
+        while len(results) > KEYS_PER_CONTENT:
+            oldest = results.pop(0)
+            del entries[oldest]
+            entries.pop(_USES + oldest, None)
         document = {"format": FORMAT, "content": digest, "entries": entries}
         data = json.dumps(document, separators=(",", ":")).encode()
         path = self._entry_path(digest)

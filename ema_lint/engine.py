@@ -21,7 +21,7 @@ from typing import Any
 
 import libcst as cst
 
-from . import limits
+from . import dependencies, limits
 from .analysis.averaging import AveragingObjects
 from .analysis.context import FileContext
 from .analysis.index import ModuleIndex
@@ -208,6 +208,9 @@ def analyze(
         return _not_checked(analysis, settings, _parse_error(path, data, error))
     diagnostics.sort(key=Diagnostic.sort_key)
     analysis.diagnostics = diagnostics
+    used = getattr(ctx._project, "used", None)
+    if used:
+        dependencies.record(path, used)
     return analysis
 
 

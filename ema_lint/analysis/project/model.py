@@ -413,7 +413,15 @@ class ProjectLink:
         target = resolution.resolve(caller, module_name)
         return target is not None and os.path.samefile(target.path, self.me.path)
 
-    def _callers_of(self, function: str) -> Iterator[tuple[ModuleFile, ModuleSummary]]:
+    def _callers_of(self, function: str) -> list[tuple[ModuleFile, ModuleSummary]]:
+        if self._callers is None:
+            self._callers = {}
+        found = self._callers.get(function)
+        if found is None:
+            found = self._callers[function] = list(self._scan_callers(function))
+        return found
+
+    def _scan_callers(self, function: str) -> Iterator[tuple[ModuleFile, ModuleSummary]]:
         stem = os.path.basename(self.me.path).rsplit(".", 1)[0]
         if stem == "__init__":
             stem = os.path.basename(os.path.dirname(self.me.path))

@@ -34,7 +34,7 @@ from ..apis import API_TABLE, REQUIRED, Role
 from ..averaging import AveragingObjects
 from ..context import FileContext
 from ..names import ImportTable, dotted_name
-from ..updates import InPlaceUpdate, InPlaceUpdates, container_of, strip_tensor
+from ..updates import WEIGHT_METHODS, InPlaceUpdate, InPlaceUpdates, container_of, strip_tensor
 from ..values import ValueResolver
 from ..vocabulary import is_averaged_name, names_an_average, tokens
 
@@ -477,8 +477,8 @@ class _Extractor:
             named = names_an_average(function.name.value) or any(
                 is_averaged_name(n) for n in (average, *params)
             )
-            if not named:
-                continue
+            if not named or not self._reads_weights(update, average, live):
+                continue  # a helper averaging logged values (``ema_update_dict``)
             found = self._at(
                 UpdaterSummary(function.name.value, 0, params, average, live), function
             )
@@ -500,6 +500,13 @@ class _Extractor:
                     break
             return found
         return None
+
+    @staticmethod
+    def _reads_weights(update: InPlaceUpdate, average: str, live: str) -> bool:
+        if {update.source_method, update.shadow_method} & set(WEIGHT_METHODS):
+            return True
+        words = {*tokens(average), *tokens(live)}
+        return bool(words & {"param", "params", "parameters", "model", "weights", "net"})
 
     def _param_of(self, node: cst.BaseExpression | None) -> str | None:
         if node is None:
