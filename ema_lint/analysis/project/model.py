@@ -35,7 +35,14 @@ from ..names import ImportTable, dotted_name
 from ..values import ValueResolver
 from . import resolution
 from .resolution import ModuleFile
-from .summaries import ClassSummary, ModuleSummary, StepperSummary, UpdaterSummary, summarize
+from .summaries import (
+    ClassSummary,
+    EvaluatorSummary,
+    ModuleSummary,
+    StepperSummary,
+    UpdaterSummary,
+    summarize,
+)
 
 MAX_REEXPORTS = 3
 MAX_FILE_BYTES = 2_000_000
@@ -54,6 +61,9 @@ _RELEVANT = (
     b"momentum",
     b"backward",
     b".step(",
+    b"no_grad",
+    b"inference_mode",
+    b"eval",
 )
 _SKIP_DIRS = {
     "__pycache__",
@@ -271,6 +281,24 @@ class ProjectLink:
                 return spec, Evidence(
                     f"{what}, passed to {name}() in {where}:{call.line}", caller.path, call.line
                 )
+        return None
+
+    def evaluator(self, call: cst.Call) -> EvaluatorSummary | None:
+        """The project evaluation helper a call runs, if any."""
+        imports = self.ctx.get(ImportTable)
+        for qualname in imports.qualified_names(call.func):
+            item = self._item(qualname)
+            if item is not None and isinstance(item[1], EvaluatorSummary):
+                module, record = item
+                where = _display(module.path, self.base)
+                local = dotted_name(call.func)
+                if local:
+                    self.note(
+                        local,
+                        Evidence(f"{record.name}, defined in {where}", module.path, record.line),
+                        None,
+                    )
+                return record
         return None
 
     def stepper(self, call: cst.Call) -> StepperSummary | None:

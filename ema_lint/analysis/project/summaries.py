@@ -33,6 +33,8 @@ import libcst as cst
 from ..apis import API_TABLE, REQUIRED, Role
 from ..averaging import AveragingObjects
 from ..context import FileContext
+from ..evaluation import EvaluationSites
+from ..modes import ModeTracker
 from ..names import ImportTable, dotted_name
 from ..updates import WEIGHT_METHODS, InPlaceUpdate, InPlaceUpdates, container_of, strip_tensor
 from ..values import ValueResolver
@@ -44,6 +46,7 @@ _WEIGHT_WORDS = {"decay", "beta", "momentum", "rate", "tau", "alpha", "ema_decay
 _APPLY = ("apply_shadow", "copy_to", "apply", "swap", "set", "swap_in")
 _STORE = ("store", "backup", "save_original")
 _RESTORE = ("restore", "swap_back", "swap_out")
+_NO_GRAD = ("torch.no_grad", "torch.inference_mode", "no_grad", "inference_mode")
 _EVAL_NAMES = re.compile(r"(^|_)(eval|evaluate|validate|validation|val|test|sample|generate)", re.I)
 
 
@@ -109,10 +112,13 @@ class StepperSummary:
 
 @dataclass
 class EvaluatorSummary:
+    """A function that runs a model argument to evaluate, sample or generate."""
+
     name: str
     line: int
-    params: list[str]
-    model_params: list[str]
+    params: list[str]  # positional-or-keyword, in order, then keyword-only
+    unmoded: list[str]  # arguments it runs for evaluation without setting their mode
+    sets_mode: list[str] = field(default_factory=list)  # arguments it puts in eval()/train()
 
 
 @dataclass
@@ -596,15 +602,23 @@ class _Extractor:
         return self._stepper(call, cls.name.value, True)
 
     def _evaluator(self, function: cst.FunctionDef) -> EvaluatorSummary | None:
-        if not _EVAL_NAMES.search(function.name.value):
+        if not _EVAL_NAMES.search(function.name.value) and not any(
+            isinstance(c, cst.Call) and dotted_name(c.func) in _NO_GRAD
+            for c in self.index.descendants(function, cst.Call)
+        ):
             return None
         params = [p.name.value for p in _all_params(function)]
-        models = [
-            p for p in params if "model" in tokens(p) or "net" in tokens(p) or is_averaged_name(p)
-        ]
-        if not models:
+        if not params:
             return None
-        return self._at(EvaluatorSummary(function.name.value, 0, params, models), function)
+        sites = self.ctx.get(EvaluationSites)
+        modes = self.ctx.get(ModeTracker)
+        unmoded = [p for p in params if sites.evaluates_param(function, p)]
+        sets_mode = [p for p in params if modes.param_sets_mode(function, p) is not None]
+        if not unmoded and not sets_mode:
+            return None
+        return self._at(
+            EvaluatorSummary(function.name.value, 0, params, unmoded, sets_mode), function
+        )
 
     # Calls out ---------------------------------------------------------------------------------
     def _calls(self) -> list[CallSummary]:
