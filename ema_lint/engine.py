@@ -25,7 +25,8 @@ from . import dependencies, limits
 from .analysis.averaging import AveragingObjects
 from .analysis.context import FileContext
 from .analysis.index import ModuleIndex
-from .analysis.project import ProjectLink
+from .analysis.project.admission import imports_averaging
+from .analysis.project.model import ProjectLink
 from .diagnostics import Diagnostic, Fix, Position, Related, TextEdit
 from .file_settings import FileSettings
 from .fixer import apply_fixes, fix_span, keep_original_lines, text_edit
@@ -180,7 +181,11 @@ def analyze(
     """
     rules = settings.visitor_rules()
     analysis = Analysis(path, data, [])
-    if settings.prefilter and not _prefilter_for(rules).matches(data):
+    if (
+        settings.prefilter
+        and not _prefilter_for(rules).matches(data)
+        and not imports_averaging(path, data)
+    ):
         return analysis
     if settings.noqa and _file_noqa(data):
         return analysis

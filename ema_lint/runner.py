@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import dependencies
+from .analysis.project.admission import imports_averaging
 from .cache import Cache, StatIndex, content_hash, portable, settings_key
 from .config import Settings
 from .diagnostics import Diagnostic
@@ -194,7 +195,7 @@ def _settle(
     python = path.suffix in PYTHON_SUFFIXES
     if file_settings.prefilter and python:
         prefilter = _prefilter(file_settings)
-        if not prefilter.matches(data):
+        if not prefilter.matches(data) and not imports_averaging(display, data):
             return FileOutcome(display), f"skip:{prefilter.fingerprint}"
     if cache is None:
         return None, None
@@ -274,7 +275,7 @@ def _summaries_in(cache: Cache | None) -> None:
         return
     _SUMMARIES_SET = True
     if cache is not None:
-        from .analysis.project import use_directory
+        from .analysis.project.model import use_directory
 
         use_directory(str(cache.directory / "summaries" / cache.build))
 

@@ -2,20 +2,8 @@
 
 ``resolution`` finds the file an import names, ``summaries`` records what a module tells
 the others (never a syntax tree), ``model`` links one module to the summaries of the modules
-it imports and of the modules that call it. Rules never use this package directly: the
-layers below ask ``FileContext.project`` (a ``ProjectLink``).
+it imports and of the modules that call it (``ProjectLink``), ``admission`` tells the
+pre-filter which files import a module about averaging. Rules never use this package: the
+layers below ask ``FileContext.project``. The package itself imports nothing, so the cheap
+paths (``admission``, ``resolution``) stay free of libcst.
 """
-
-from .model import ProjectLink, use_directory
-from .resolution import ModuleFile, module_for_path, resolve
-from .summaries import ModuleSummary, summarize
-
-__all__ = [
-    "ModuleFile",
-    "ModuleSummary",
-    "ProjectLink",
-    "module_for_path",
-    "resolve",
-    "summarize",
-    "use_directory",
-]

@@ -375,11 +375,10 @@ class _Extractor:
             ):
                 if coefficient is None:
                     continue
-                if side == "momentum" and coefficient.complement:
-                    side = "decay"
-                elif side == "decay" and coefficient.complement:
-                    side = "momentum"
-                expanded = self._expand(coefficient.expr, init)
+                expr, complement = _unwrap(coefficient.expr, coefficient.complement)
+                if complement:
+                    side = "decay" if side == "momentum" else "momentum"
+                expanded = self._expand(expr, init)
                 names = [n for n in expanded if n in init_params and n != "self"]
                 if not names:
                     continue
@@ -494,9 +493,10 @@ class _Extractor:
             ):
                 if coefficient is None:
                     continue
-                if coefficient.complement:
+                expr, complement = _unwrap(coefficient.expr, coefficient.complement)
+                if complement:
                     side = "momentum" if side == "decay" else "decay"
-                rate = self._param_of(coefficient.expr)
+                rate = self._param_of(expr)
                 if rate is not None:
                     found.rate, found.side = rate, side
                     param = next(p for p in _all_params(function) if p.name.value == rate)
@@ -682,6 +682,18 @@ class _Extractor:
                 expr.orelse, depth + 1
             )
         return None
+
+
+def _unwrap(expr: cst.BaseExpression, complement: bool) -> tuple[cst.BaseExpression, bool]:
+    """``1 - x`` (``1.0 - x``, in parentheses) as the complement of ``x``."""
+    while (
+        isinstance(expr, cst.BinaryOperation)
+        and isinstance(expr.operator, cst.Subtract)
+        and isinstance(expr.left, (cst.Integer, cst.Float))
+        and float(expr.left.value) == 1.0
+    ):
+        expr, complement = expr.right, not complement
+    return expr, complement
 
 
 def _jsonable(value: Any) -> bool:
