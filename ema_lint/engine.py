@@ -27,6 +27,7 @@ from .analysis.context import FileContext
 from .analysis.index import ModuleIndex
 from .analysis.project.admission import imports_averaging
 from .analysis.project.model import ProjectLink
+from .analysis.project.model import parsed as parsed_for_summary
 from .diagnostics import Diagnostic, Fix, Position, Related, TextEdit
 from .file_settings import FileSettings
 from .fixer import apply_fixes, fix_span, keep_original_lines, text_edit
@@ -194,7 +195,7 @@ def analyze(
         if refusal is not None:
             return _not_checked(analysis, settings, _refusal_error(path, data, refusal))
         try:
-            module = cst.parse_module(data)
+            module = parsed_for_summary(data) or cst.parse_module(data)
         except Exception as error:
             return _not_checked(analysis, settings, _parse_error(path, data, error))
     analysis.module = module

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
@@ -63,7 +64,6 @@ _RELEVANT = (
     b".step(",
     b"no_grad",
     b"inference_mode",
-    b"eval",
 )
 _SKIP_DIRS = {
     "__pycache__",
@@ -132,9 +132,11 @@ class SummaryStore:
             return None
         try:
             module = cst.parse_module(data)
-            return summarize(module, path)
+            found = summarize(module, path)
         except Exception:  # a module that does not parse or analyse tells nothing
             return None
+        _remember_parse(data, module)
+        return found
 
     def _disk_path(self, digest: str) -> str | None:
         if self.directory is None:
@@ -167,10 +169,49 @@ class SummaryStore:
 
 STORE = SummaryStore()
 
+# Trees parsed for a summary, kept for a few files so that linting the same file later in
+# the run does not parse it again (a summary itself never holds a tree).
+_PARSED: dict[str, cst.Module] = {}
+MAX_PARSED = 16
+
+
+def _remember_parse(data: bytes, module: cst.Module) -> None:
+    while len(_PARSED) >= MAX_PARSED:
+        del _PARSED[next(iter(_PARSED))]
+    _PARSED[hashlib.sha256(data).hexdigest()] = module
+
+
+def parsed(data: bytes | str) -> cst.Module | None:
+    """The tree of ``data`` if a summary parsed these very bytes in this process."""
+    if not _PARSED or not isinstance(data, bytes):
+        return None
+    return _PARSED.pop(hashlib.sha256(data).hexdigest(), None)
+
 
 def use_directory(directory: str | None) -> None:
     """Keep summaries under ``directory`` too (the results cache's folder), or only in memory."""
     STORE.directory = directory
+
+
+def defines_relevant(data: bytes, name: str) -> bool:
+    """``data`` defines ``name`` at the top level with averaging or step evidence in the
+    definition (its decorators included), or imports ``name`` (a re-export). A byte scan
+    that saves summarising the modules a file imports for other things."""
+    word = re.escape(name.encode())
+    found = re.search(rb"^(?:class|def|async[ \t]+def)[ \t]+" + word + rb"\b", data, re.MULTILINE)
+    if found is None:
+        return (
+            re.search(rb"^[ \t]*(?:from|import)\b[^\n]*\b" + word + rb"\b", data, re.MULTILINE)
+            is not None
+        )
+    start = data.rfind(b"\n\n", 0, found.start())
+    following = _TOP_LEVEL.search(data, found.end())
+    end = following.start() if following is not None else len(data)
+    body = data[max(start, 0) : end]
+    return any(token in body for token in _RELEVANT)
+
+
+_TOP_LEVEL = re.compile(rb"^[^\s#)\]}]", re.MULTILINE)
 
 
 # Evidence for messages ------------------------------------------------------------------------
@@ -343,6 +384,9 @@ class ProjectLink:
         module = resolution.resolve(importer, module_name)
         if module is None:
             return None
+        read = STORE.read(module.path)
+        if read is None or not defines_relevant(read[1], name):
+            return None  # the module does not define ``name`` with anything about averaging
         summary = self._summary(module)
         if summary is None:
             return None

@@ -23,6 +23,7 @@ content's hash and read back without parsing:
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
 from dataclasses import dataclass, field
@@ -210,12 +211,42 @@ class _Extractor:
     def run(self) -> ModuleSummary:
         summary = self._collect()
         if self._pending:
-            from ...positions import PositionTable
-
-            table = PositionTable(self.ctx.module, [n for _, n in self._pending])
-            for record, node in self._pending:
-                record.line = table.range(node)[0].line
+            self._fill_lines()
         return summary
+
+    def _fill_lines(self) -> None:
+        """Lines of the recorded definitions and calls, from Python's own (fast) parser:
+        a position pass over the libcst tree costs as much as the summary itself."""
+        try:
+            tree = ast.parse(self.ctx.module.code)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return
+        definitions: dict[tuple[str, str], list[int]] = {}
+        calls: dict[str, list[int]] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                kind = "class" if isinstance(node, ast.ClassDef) else "def"
+                definitions.setdefault((kind, node.name), []).append(node.lineno)
+            elif isinstance(node, ast.Call):
+                calls.setdefault(ast.unparse(node.func), []).append(
+                    node.lineno * 100_000 + node.col_offset
+                )
+        for found in (*definitions.values(), *calls.values()):
+            found.sort()
+        seen: dict[str, int] = {}
+        for record, node in self._pending:
+            if isinstance(node, cst.Call):
+                key = self._code(node.func)
+                index = seen.get(key, 0)
+                seen[key] = index + 1
+                found = calls.get(key, [])
+                if index < len(found):
+                    record.line = found[index] // 100_000
+            elif isinstance(node, (cst.ClassDef, cst.FunctionDef)):
+                kind = "class" if isinstance(node, cst.ClassDef) else "def"
+                lines = definitions.get((kind, node.name.value), [])
+                if lines:
+                    record.line = lines[0]
 
     def _collect(self) -> ModuleSummary:
         summary = ModuleSummary()
