@@ -267,8 +267,8 @@ class ProjectLink:
             seen: set[str] = set()
             for node in self.ctx.nodes(cst.Call):
                 for qualname in imports.qualified_names(node.func):
-                    if qualname in seen or qualname in API_TABLE.by_name:
-                        continue
+                    if qualname in seen:
+                        continue  # a table name the project defines itself: its own code wins
                     seen.add(qualname)
                     spec = self._spec(qualname)
                     if spec is not None:
@@ -573,6 +573,7 @@ def class_spec(record: ClassSummary, qualname: str, where: str) -> ApiSpec | Non
         eval_on_init=record.eval_on_init,
         model_copy=record.model_copy,
         is_module=False,
+        accepts_wrapped=record.unwraps,
         update_methods=tuple(record.update_methods) or ("update",),
         apply_methods=tuple(record.apply_methods),
         store_methods=tuple(record.store_methods),

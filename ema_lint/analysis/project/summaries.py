@@ -82,6 +82,7 @@ class ClassSummary:
     store_methods: list[str] = field(default_factory=list)
     restore_methods: list[str] = field(default_factory=list)
     in_place: bool = True
+    unwraps: bool = False  # copies ``model.module`` of a DDP/DataParallel model itself
 
 
 @dataclass
@@ -316,6 +317,7 @@ class _Extractor:
     # Classes ---------------------------------------------------------------------------------
     def _class(self, cls: cst.ClassDef) -> ClassSummary | None:
         methods = self._methods(cls)
+        init = methods.get("__init__")
         base = self._table_base(cls)
         updates = [u for u in self.updates if self.index.contains(cls, u.node)]
         averaged = [u for u in updates if self._class_update(u)]
@@ -333,12 +335,19 @@ class _Extractor:
             structure = "deepcopy"
         elif averaged:
             structure = "shadow-dict"
-        elif protocol and any(names_an_average(n) for n in ("shadow", *methods)):
-            structure = "protocol"
         else:
-            return None
+            named = names_an_average(cls.name.value) or is_averaged_name(cls.name.value)
+            held = self._held_copy(init) if init is not None else None
+            attributes = self.resolver.self_assignments(cls)
+            if protocol and (named or any("shadow" in tokens(a) for a in attributes)):
+                structure = "protocol"
+            elif named and held is not None and "update" in methods:
+                # timm's ModelEma shape: the update goes through a function the per-file
+                # analysis does not follow (``copy_(update_fn(e, m))``).
+                structure = "deepcopy"
+            else:
+                return None
         summary = self._at(ClassSummary(cls.name.value, 0, structure), cls)
-        init = methods.get("__init__")
         if base is not None:
             spec = API_TABLE.get(base)
             summary.base = base
@@ -369,13 +378,77 @@ class _Extractor:
                 if name.startswith("self."):
                     summary.model_copy = name[len("self.") :]
                     break
+        if not averaged and init is not None and summary.structure in ("deepcopy", "protocol"):
+            self._named_weight(summary, init)
+            held = self._held_copy(init)
+            if held is not None:
+                summary.model_copy = summary.model_copy or held
+            text = self._code(cls)
+            if "state_dict()" in text:
+                summary.buffers = "yes"
+            elif "buffers()" in text:
+                summary.buffers = "copied"
         if averaged:
             self._weight(summary, averaged, init)
             summary.buffers = self._buffers(cls, averaged, copies)
             summary.in_place = all(u.form != "assign" or u.shadow_container for u in averaged)
         if init is not None:
             self._placement(summary, init)
+            summary.unwraps = self._unwraps(init)
         return summary
+
+    def _unwraps(self, init: cst.FunctionDef) -> bool:
+        """``deepcopy(model.module if is_parallel(model) else model)``, ``de_parallel(model)``."""
+        for call in self.index.descendants(init, cst.Call):
+            if not isinstance(call, cst.Call) or not call.args:
+                continue
+            if not (dotted_name(call.func) or "").endswith("deepcopy"):
+                continue
+            argument = call.args[0].value
+            if isinstance(argument, cst.Name):
+                continue
+            text = self._code(argument).lower()
+            if ".module" in text or "parallel" in text or "unwrap" in text:
+                return True
+        return False
+
+    def _held_copy(self, init: cst.FunctionDef) -> str | None:
+        """The ``self`` attribute ``__init__`` binds to a deepcopy of an argument."""
+        params = {p.name.value for p in _all_params(init)}
+        for call in self.index.descendants(init, cst.Call):
+            if not isinstance(call, cst.Call) or not (dotted_name(call.func) or "").endswith(
+                "deepcopy"
+            ):
+                continue
+            if not call.args or self._param_of(call.args[0].value) not in params:
+                continue
+            for ancestor in self.index.ancestors(call):
+                if isinstance(ancestor, cst.Assign):
+                    target = ancestor.targets[0].target
+                    if (
+                        isinstance(target, cst.Attribute)
+                        and isinstance(target.value, cst.Name)
+                        and target.value.value == "self"
+                    ):
+                        return target.attr.value
+                    break
+                if isinstance(ancestor, cst.BaseStatement):
+                    break
+        return None
+
+    def _named_weight(self, summary: ClassSummary, init: cst.FunctionDef) -> None:
+        """The weight argument by name, when no update of the class could be read: its side
+        from its default (a decay is close to one, a momentum close to zero)."""
+        for param in _all_params(init):
+            name = param.name.value
+            if name not in _WEIGHT_WORDS:
+                continue
+            default = self._literal(param.default)
+            if not isinstance(default, (int, float)) or isinstance(default, bool):
+                return
+            summary.weight, summary.weight_default = name, float(default)
+            summary.side = "decay" if default >= 0.5 else "momentum"
+            return
 
     def _table_base(self, cls: cst.ClassDef) -> str | None:
         for base in cls.bases:
