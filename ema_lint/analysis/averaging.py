@@ -731,21 +731,20 @@ class AveragingObjects:
                     continue
                 spec, reason = self._annotated(param)
                 calls = uses.get((id(function), name), [])
-                local = self._passed_locally(function, param)
-                if (
-                    reason is None
-                    and project is not None
-                    and (calls or is_averaged_name(name))
-                    and not local
-                ):
+                averaged = is_averaged_name(name)
+                if reason is None and not calls and not averaged:
+                    continue
+                if self._passed_locally(function, param):
+                    continue
+                if reason is None and project is not None:
                     found = project.parameter(function, param)
                     if found is not None:
                         spec, evidence = found
                         reason = evidence.what
                         project.note(name, evidence, function)
-                if reason is None and calls and is_averaged_name(name):
+                if reason is None and calls and averaged:
                     reason = f"{name} is used as an averaging object ({calls[0][1]}())"
-                if reason is None or local:
+                if reason is None:
                     continue
                 obj = AveragingObject(Method.EMA, Use.EVAL, param, spec=spec)
                 obj.names.append(name)
