@@ -11,11 +11,16 @@ from collections.abc import Mapping
 
 _READ: dict[str, dict[str, str]] = {}
 _DIGESTS: dict[str, tuple[tuple[int, int], str | None]] = {}
+MAX_RECORDS = 1024
 
 
 def record(path: str, used: Mapping[str, str]) -> None:
     """What the lint of ``path`` read besides it (path -> content hash)."""
-    _READ[os.path.abspath(path)] = dict(used)
+    key = os.path.abspath(path)
+    _READ.pop(key, None)
+    while len(_READ) >= MAX_RECORDS:  # front ends that never take them (flake8, the API)
+        del _READ[next(iter(_READ))]
+    _READ[key] = dict(used)
 
 
 def take(path: str) -> dict[str, str]:
