@@ -43,12 +43,13 @@ import stat
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from . import dependencies
 from ._version import __version__
-from .diagnostics import Applicability, Diagnostic, Fix, Position, TextEdit
+from .diagnostics import Applicability, Diagnostic, Fix, Position, Related, TextEdit
 
 DIR_NAME = ".ema_lint_cache"
 ENV_VAR = "EMA_LINT_CACHE_DIR"
@@ -78,6 +79,9 @@ _ENTRY = re.compile(r"[0-9a-f]{62}\Z")
 _DIGEST = re.compile(r"[0-9a-f]{64}\Z")
 _TEMP = re.compile(r"\.(.+)\.[a-z0-9_]{8}\.tmp\Z")  # what _write_atomic leaves when killed
 TEMP_AGE = 3600.0  # a temporary file older than this belongs to no running writer
+
+
+_USES = "uses:"  # entry key prefix: the project files a result depends on
 
 
 def content_hash(data: bytes) -> str:
@@ -288,6 +292,8 @@ def _encode_value(value: Any) -> Any:
         return ["P", value.line, value.column]
     if isinstance(value, Fix):
         return ["F", value.applicability.value, value.title]
+    if isinstance(value, tuple) and value and all(isinstance(e, Related) for e in value):
+        return ["R", [[e.path, e.line, e.message] for e in value]]
     if isinstance(value, tuple) and all(isinstance(e, TextEdit) for e in value):
         return [
             "T",
@@ -304,6 +310,8 @@ def _decode_value(value: Any) -> Any:
         return Position(int(value[1]), int(value[2]))
     if tag == "F":
         return Fix(Applicability(value[1]), (), str(value[2]))
+    if tag == "R":
+        return tuple(Related(str(p), int(n), str(m)) for p, n, m in value[1])
     if tag == "T":
         return tuple(
             TextEdit(Position(int(a), int(b)), Position(int(c), int(d)), str(t))
@@ -318,7 +326,7 @@ def _encode(d: Diagnostic) -> dict[str, Any]:
         if name == "path":
             continue  # the entry's key holds it; the reader supplies it
         value = getattr(d, name)
-        if value is not None:
+        if value is not None and not (name == "related" and not value):
             out[name] = _encode_value(value)
     return out
 
@@ -393,9 +401,15 @@ class Cache:
         return document["entries"]
 
     def get(self, digest: str, key: str, path: str) -> list[Diagnostic] | None:
-        """The findings stored for this content and key (None: not cached or unusable)."""
-        item = self._load(digest).get(key)
+        """The findings stored for this content and key (None: not cached or unusable, or a
+        module of the project it read has changed since)."""
+        entries = self._load(digest)
+        item = entries.get(key)
         if not isinstance(item, list):
+            self.misses += 1
+            return None
+        used = entries.get(_USES + key)
+        if isinstance(used, dict) and not dependencies.unchanged(used):
             self.misses += 1
             return None
         try:
@@ -435,18 +449,31 @@ class Cache:
             self._writable = False
         return self._writable
 
-    def put(self, digest: str, key: str, diagnostics: Sequence[Diagnostic]) -> None:
-        """Store the findings of a content under a key; a failure only loses the entry."""
+    def put(
+        self,
+        digest: str,
+        key: str,
+        diagnostics: Sequence[Diagnostic],
+        used: Mapping[str, str] | None = None,
+    ) -> None:
+        """Store the findings of a content under a key (with the other files the lint read
+        and their hashes); a failure only loses the entry."""
         if not self._prepare():
             return
         entries = self._load(digest)
         entries.pop(key, None)
+        entries.pop(_USES + key, None)
         try:
             entries[key] = [_encode(d) for d in diagnostics]
         except Uncacheable:
             return
-        while len(entries) > KEYS_PER_CONTENT:
-            del entries[next(iter(entries))]
+        if used:
+            entries[_USES + key] = dict(used)
+        results = [k for k in entries if not k.startswith(_USES)]
+        while len(results) > KEYS_PER_CONTENT:
+            oldest = results.pop(0)
+            del entries[oldest]
+            entries.pop(_USES + oldest, None)
         document = {"format": FORMAT, "content": digest, "entries": entries}
         data = json.dumps(document, separators=(",", ":")).encode()
         path = self._entry_path(digest)

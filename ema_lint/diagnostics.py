@@ -140,6 +140,15 @@ class TextEdit:
     content: str
 
 
+@dataclass(frozen=True)
+class Related:
+    """Another file's line the finding rests on (the class or the caller it was told of)."""
+
+    path: str
+    line: int
+    message: str
+
+
 @dataclass(eq=False)
 class Diagnostic:
     """One finding in one file."""
@@ -156,6 +165,8 @@ class Diagnostic:
     text_edits: tuple[TextEdit, ...] | None = field(default=None, repr=False)
     # First line of the statement holding the finding: where a suppression comment may also sit.
     statement_line: int | None = field(default=None, repr=False)
+    # Other files' locations the finding's evidence came from (SARIF relatedLocations).
+    related: tuple[Related, ...] = field(default=(), repr=False)
 
     @property
     def line(self) -> int:

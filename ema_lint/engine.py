@@ -21,10 +21,14 @@ from typing import Any
 
 import libcst as cst
 
-from . import limits
+from . import dependencies, limits
+from .analysis.averaging import AveragingObjects
 from .analysis.context import FileContext
 from .analysis.index import ModuleIndex
-from .diagnostics import Diagnostic, Fix, Position, TextEdit
+from .analysis.project.admission import imports_averaging
+from .analysis.project.model import ProjectLink
+from .analysis.project.model import parsed as parsed_for_summary
+from .diagnostics import Diagnostic, Fix, Position, Related, TextEdit
 from .file_settings import FileSettings
 from .fixer import apply_fixes, fix_span, keep_original_lines, text_edit
 from .noqa import NoqaFilter, file_is_suppressed
@@ -178,7 +182,11 @@ def analyze(
     """
     rules = settings.visitor_rules()
     analysis = Analysis(path, data, [])
-    if settings.prefilter and not _prefilter_for(rules).matches(data):
+    if (
+        settings.prefilter
+        and not _prefilter_for(rules).matches(data)
+        and not imports_averaging(path, data)
+    ):
         return analysis
     if settings.noqa and _file_noqa(data):
         return analysis
@@ -187,13 +195,13 @@ def analyze(
         if refusal is not None:
             return _not_checked(analysis, settings, _refusal_error(path, data, refusal))
         try:
-            module = cst.parse_module(data)
+            module = parsed_for_summary(data) or cst.parse_module(data)
         except Exception as error:
             return _not_checked(analysis, settings, _parse_error(path, data, error))
     analysis.module = module
     analysis.parsed = True
     try:
-        ctx = FileContext(module, path)
+        ctx = FileContext(module, path, project=ProjectLink.for_context)
         analysis.context = ctx
         pending, crashes = _run_rules(ctx, rules, settings.options)
         diagnostics = [] if "EMA902" in settings.ignored else crashes
@@ -206,6 +214,9 @@ def analyze(
         return _not_checked(analysis, settings, _parse_error(path, data, error))
     diagnostics.sort(key=Diagnostic.sort_key)
     analysis.diagnostics = diagnostics
+    used = getattr(ctx._project, "used", None)
+    if used:
+        dependencies.record(path, used)
     return analysis
 
 
@@ -276,6 +287,7 @@ def _place(
             wanted.append(statement)
         if report.fix is not None:
             wanted.extend(e.target for e in report.fix.edits if e.target is not None)
+    notes = _project_notes(ctx)
     positions = PositionTable(ctx.module, wanted, _source_text(analysis.data, ctx.module))
     analysis.positions = positions
     noqa = NoqaFilter(positions.lines) if settings.noqa else None
@@ -292,19 +304,57 @@ def _place(
         if key in seen:
             continue
         seen.add(key)
+        message, related = report.message, ()
+        if notes and statement is not None:
+            message, related = _cite(ctx, statement, report.message, notes)
         result.append(
             Diagnostic(
                 rule.code,
                 rule.name,
-                report.message,
+                message,
                 ctx.path,
                 start,
                 end,
                 fix=report.fix,
                 statement_line=statement_line,
+                related=related,
             )
         )
     return result
+
+
+def _project_notes(ctx: FileContext) -> list:
+    """Evidence other files gave this module (only if the project was consulted)."""
+    link = ctx._project
+    notes = list(getattr(link, "notes", ()) or ())
+    evidence = getattr(link, "evidence", None)
+    objects = ctx._facts.get(AveragingObjects)
+    if evidence and isinstance(objects, AveragingObjects):
+        for obj in objects.objects:
+            found = evidence.get(obj.spec.qualname) if obj.spec is not None else None
+            if found is not None:
+                notes.extend((name, found, None) for name in obj.names)
+    return notes
+
+
+def _cite(
+    ctx: FileContext, statement: cst.CSTNode, message: str, notes: list
+) -> tuple[str, tuple[Related, ...]]:
+    """The message and related locations of a finding whose statement names an object
+    another file told of (``ModelEMA, defined in utils/ema.py``)."""
+    code = ctx.code(statement)
+    cited: list[Related] = []
+    for local, evidence, scope in notes:
+        if scope is not None and not ctx.index.contains(scope, statement):
+            continue
+        if not re.search(rf"(?<![\w.]){re.escape(local)}\b", code):
+            continue
+        if any(r.message == evidence.what for r in cited):
+            continue
+        cited.append(Related(evidence.path, evidence.line, evidence.what))
+    if not cited:
+        return message, ()
+    return f"{message} ({'; '.join(r.message for r in cited)})", tuple(cited)
 
 
 def lint(data: bytes | str, path: str, settings: FileSettings) -> list[Diagnostic]:

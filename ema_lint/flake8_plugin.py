@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 from . import registry
 from ._version import __version__
+from .analysis.project.admission import imports_averaging
 from .config import ConfigError, Overrides, Settings
 from .options import OptionError
 from .prefilter import PreFilter
@@ -109,7 +110,7 @@ class EmaLintChecker:
         if not self._selected:
             return
         source = "".join(self.lines)
-        if not PreFilter.default().matches(source):
+        if not PreFilter.default().matches(source) and not imports_averaging(self.filename, source):
             return
         from . import engine  # the rules and libcst: only for a file with a trigger
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import dependencies
+from .analysis.project.admission import imports_averaging
 from .cache import Cache, StatIndex, content_hash, portable, settings_key
 from .config import Settings
 from .diagnostics import Diagnostic
@@ -211,7 +213,7 @@ def _settle(
     python = path.suffix in PYTHON_SUFFIXES
     if file_settings.prefilter and python:
         prefilter = _prefilter(file_settings)
-        if not prefilter.matches(data):
+        if not prefilter.matches(data) and not imports_averaging(display, data):
             return FileOutcome(display), f"skip:{prefilter.fingerprint}"
     if cache is None:
         return None, None
@@ -270,13 +272,30 @@ def _engine_task(task: tuple[str, FileSettings, bool]) -> FileOutcome:
         data = read_source(path)
     except OSError as error:
         return _unreadable(name, error)
+    _summaries_in(cache)
     outcome = _process_data(path, data, file_settings, mode, writable)
+    used = dependencies.take(name)
     if cache is not None and _cacheable(outcome, mode):
         key = settings_key(file_settings, name, mode.text_edits)
-        cache.put(content_hash(data), key, outcome.diagnostics)
+        cache.put(content_hash(data), key, outcome.diagnostics, used)
     # Node edits stay behind: they belong to this process's trees and nobody reads them.
     outcome.diagnostics = portable(outcome.diagnostics)
     return outcome
+
+
+_SUMMARIES_SET = False
+
+
+def _summaries_in(cache: Cache | None) -> None:
+    """Keep the project's module summaries next to the results (once per process)."""
+    global _SUMMARIES_SET
+    if _SUMMARIES_SET:
+        return
+    _SUMMARIES_SET = True
+    if cache is not None:
+        from .analysis.project.model import use_directory
+
+        use_directory(str(cache.directory / "summaries" / cache.build))
 
 
 def _load_engine() -> None:

@@ -62,8 +62,44 @@ def is_case(path: Path) -> bool:
     )
 
 
+PROJECTS = FIXTURES / "projects"
+
+
 def all_cases() -> list[Case]:
-    return [Case(p) for p in sorted(FIXTURES.rglob("*.py")) if is_case(p)]
+    """Single-file cases (the multi-file projects under ``projects/`` are ``all_projects``)."""
+    return [
+        Case(p)
+        for p in sorted(FIXTURES.rglob("*.py"))
+        if is_case(p) and not p.is_relative_to(PROJECTS)
+    ]
+
+
+@dataclass(frozen=True)
+class ProjectCase:
+    """``fixtures/projects/<name>/``: a small project whose files expect findings across
+    files (the same ``# expect:`` comments), linted as a whole."""
+
+    root: Path
+
+    @property
+    def id(self) -> str:
+        return self.root.name
+
+    def files(self) -> list[Path]:
+        return sorted(p for p in self.root.rglob("*.py") if is_case(p))
+
+    def expected(self) -> Counter[tuple[str, str, int, int | None]]:
+        """(file relative to the root, code, line, column or None) of every expectation."""
+        found: Counter[tuple[str, str, int, int | None]] = Counter()
+        for path in self.files():
+            relative = path.relative_to(self.root).as_posix()
+            for (code, line, column), count in Case(path).expected().items():
+                found[(relative, code, line, column)] += count
+        return found
+
+
+def all_projects() -> list[ProjectCase]:
+    return [ProjectCase(p) for p in sorted(PROJECTS.iterdir()) if p.is_dir()]
 
 
 _SETTINGS = Settings()

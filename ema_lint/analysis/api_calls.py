@@ -71,6 +71,12 @@ class ApiCalls:
         result = cls(API_TABLE)
         imports = ctx.get(ImportTable)
         known = API_TABLE.by_name
+        project = ctx.project
+        if project is not None:
+            # The project's own averaging classes and update functions, as specs.
+            extra = project.apis()
+            if extra:
+                known = {**known, **extra}
         resolver: ValueResolver | None = None
         for call in ctx.nodes(cst.Call):
             qualname = imports.resolve(call.func, known)

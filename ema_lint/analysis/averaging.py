@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from .api_calls import BoundCalls
-from .apis import ApiSpec, BoundCall, Role
+from .apis import API_TABLE, ApiSpec, BoundCall, Role
 from .context import FileContext
 from .names import ImportTable, dotted_name
 from .updates import (
@@ -102,6 +102,27 @@ _LOSS_CALL = re.compile(
     r"(loss|criterion|distill|consistency|kl_div|mse|cross_entropy|cosine_similarity|byol|dino)",
     re.IGNORECASE,
 )
+
+
+_PARAMETER_USES = {"update", "update_parameters", "step", "apply_shadow", "copy_to", "store"}
+
+
+def _model_like(node: cst.BaseExpression) -> bool:
+    """A model or its parameters as an argument (``model``, ``self.model``, ``m.parameters()``)."""
+    if isinstance(node, cst.Call):
+        func = node.func
+        return isinstance(func, cst.Attribute) and func.attr.value in (
+            "parameters",
+            "named_parameters",
+            "state_dict",
+        )
+    code = dotted_name(node)
+    if code is None:
+        return False
+    words = tokens(code)
+    if any(w in _NOT_WEIGHT_TOKENS for w in words):
+        return False
+    return any(w in ("model", "net", "module", "network", "student", "encoder") for w in words)
 
 
 def _is_false(node: cst.BaseExpression) -> bool:
@@ -187,6 +208,7 @@ class AveragingObjects:
 
         self._collect_api_objects()
         self._collect_shadows()
+        self._collect_parameters()
         if not self.objects:
             return
         self._link_bindings()
@@ -766,7 +788,99 @@ class AveragingObjects:
             obj = self._refer(arg, depth + 1) if arg is not None else None
             if obj is not None:
                 return obj
-        return None
+        return self._by_creation.get(id(binding.param))
+
+    # Parameters known to be averaging objects ------------------------------------------------
+    def _collect_parameters(self) -> None:
+        """Parameters that hold an averaging object, on positive evidence only: an annotation
+        naming an averaging API or project class (``model_ema: Optional[ModelEmaV2]``), a
+        call from another module of the project passing one, or an averaged name used the way
+        only an averaging object is (``model_ema.update(model)``). Parameters an in-module
+        caller passes an object for are found through the caller instead."""
+        project = self.ctx.project
+        uses = self._parameter_uses()
+        for function in self.ctx.nodes(cst.FunctionDef):
+            assert isinstance(function, cst.FunctionDef)
+            params = function.params
+            for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+                name = param.name.value
+                if name in ("self", "cls"):
+                    continue
+                spec, reason = self._annotated(param)
+                calls = uses.get((id(function), name), [])
+                averaged = is_averaged_name(name)
+                if reason is None and not calls and not averaged:
+                    continue
+                if self._passed_locally(function, param):
+                    continue
+                if reason is None and project is not None:
+                    found = project.parameter(function, param)
+                    if found is not None:
+                        spec, evidence = found
+                        reason = evidence.what
+                        project.note(name, evidence, function)
+                if reason is None and calls and averaged:
+                    reason = f"{name} is used as an averaging object ({calls[0][1]}())"
+                if reason is None:
+                    continue
+                obj = AveragingObject(Method.EMA, Use.EVAL, param, spec=spec)
+                obj.names.append(name)
+                obj.bindings.append(param.name)
+                obj.reasons.append(reason)
+                for call, method in calls:
+                    if (
+                        method in ("update", "update_parameters", "step")
+                        and call not in obj.updates
+                    ):
+                        obj.updates.append(call)
+                self._add(obj)
+
+    def _annotated(self, param: cst.Param) -> tuple[ApiSpec | None, str | None]:
+        annotation = param.annotation
+        if annotation is None:
+            return None, None
+        project = self.ctx.project
+        nodes = [
+            annotation.annotation,
+            *self.index.descendants(annotation, cst.Attribute),
+            *self.index.descendants(annotation, cst.Name),
+        ]
+        for node in nodes:
+            for qualname in self.imports.qualified_names(node):
+                spec = API_TABLE.get(qualname)
+                if spec is None and project is not None:
+                    spec = project.spec_for(qualname)
+                if spec is not None and spec.role in _CREATING:
+                    return spec, f"annotated as {spec.short_name}"
+        return None, None
+
+    def _passed_locally(self, function: cst.FunctionDef, param: cst.Param) -> bool:
+        for call in self.resolver.callers(function):
+            arg = self.resolver.argument_for(function, param, call)
+            if arg is not None and self._refer(arg, 1) is not None:
+                return True
+        return False
+
+    def _parameter_uses(self) -> dict[tuple[int, str], list[tuple[cst.Call, str]]]:
+        """``p.update(model)``-style calls on a bare name, by (function, name): uses only an
+        averaging object has (the argument is a model or its parameters, never a number)."""
+        found: dict[tuple[int, str], list[tuple[cst.Call, str]]] = {}
+        for call in self.ctx.nodes(cst.Call):
+            func = call.func
+            if not isinstance(func, cst.Attribute) or not isinstance(func.value, cst.Name):
+                continue
+            method = func.attr.value
+            if method not in _PARAMETER_USES:
+                continue
+            if method in ("update", "update_parameters", "step") and (
+                not call.args or not _model_like(call.args[0].value)
+            ):
+                continue
+            function = self.index.enclosing(call, cst.FunctionDef)
+            if function is None:
+                continue
+            found.setdefault((id(function), func.value.value), []).append((call, method))
+        return found
 
     def _local_functions(self, name: str) -> list[cst.FunctionDef]:
         return [

@@ -9,6 +9,7 @@ reported as crashed on that file, while the other rules still run.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 import libcst as cst
@@ -30,14 +31,37 @@ class _Failed:
         self.error = error
 
 
+_UNSET: Any = object()
+
+
 class FileContext:
     """One parsed module and the lazily built facts about it."""
 
-    def __init__(self, module: cst.Module, path: str) -> None:
+    def __init__(
+        self,
+        module: cst.Module,
+        path: str,
+        project: Callable[[FileContext], Any] | None = None,
+    ) -> None:
         self.module = module
         self.path = path
         self.index = ModuleIndex(module)
         self._facts: dict[type, Any] = {}
+        self._project_factory = project
+        self._project: Any = _UNSET
+
+    @property
+    def project(self) -> Any:
+        """What the other modules of the project say (``analysis.project.ProjectLink``), or
+        None for a text with no project around it. Built on first use; lower layers ask it
+        questions through duck typing, so they never import the project layer."""
+        if self._project is _UNSET:
+            factory = self._project_factory
+            try:
+                self._project = factory(self) if factory is not None else None
+            except Exception:
+                self._project = None
+        return self._project
 
     def get(self, provider: type[T]) -> T:
         facts = self._facts

@@ -104,6 +104,24 @@ class EvaluationSites:
                     continue
                 self._add(obj, call, arg.value, "passed", target, param)
                 break
+            else:
+                # A helper of another module of the project, judged by its summary.
+                helper = (
+                    self.ctx.project.evaluator(call) if not targets and self.ctx.project else None
+                )
+                if helper is not None:
+                    param = (
+                        arg.keyword.value
+                        if arg.keyword is not None
+                        else (helper.params[position] if position < len(helper.params) else None)
+                    )
+                    if param is not None and param in helper.unmoded:
+                        self._add(obj, call, arg.value, "passed", None, param)
+
+    def evaluates_param(self, fn: cst.FunctionDef, param: str) -> bool:
+        """Whether ``fn`` evaluates its parameter ``param`` without setting its mode (what a
+        module's summary tells importers about its evaluation helpers)."""
+        return self._evaluates_param(fn, param)
 
     def _evaluates_param(self, fn: cst.FunctionDef, param: str) -> bool:
         """``fn`` runs its parameter ``param`` in a validation context, or is named for

@@ -60,6 +60,27 @@ def _identifiers(node: cst.CSTNode, index) -> Iterator[str]:
         yield name.value
 
 
+def _project_helpers(ctx: FileContext) -> tuple[set[int], set[int]]:
+    """Calls of the project's step helpers (``loss_scaler(loss, optimizer)`` with the class
+    defined in another module): those that step the optimizer, those that run backward."""
+    project = ctx.project
+    steps: set[int] = set()
+    backwards: set[int] = set()
+    if project is None:
+        return steps, backwards
+    for call in ctx.nodes(cst.Call):
+        if not isinstance(call.func, (cst.Name, cst.Attribute)) or not call.args:
+            continue
+        helper = project.stepper(call)
+        if helper is None:
+            continue
+        if helper.step:
+            steps.add(id(call))
+        if helper.backward:
+            backwards.add(id(call))
+    return steps, backwards
+
+
 @dataclass(frozen=True, eq=False)
 class Anchor:
     """Where a node is reached inside a training loop: itself, or a call leading to it."""
@@ -95,6 +116,11 @@ class TrainingLoops:
                     self._callers.setdefault(id(target), []).append(call)
         self.backward_calls = [c for c in ctx.nodes(cst.Call) if self.is_backward_call(c)]
         self.step_calls = [c for c in ctx.nodes(cst.Call) if self.is_step_call(c)]
+        self._helper_steps, self._helper_backwards = _project_helpers(ctx)
+        self.step_calls.extend(c for c in ctx.nodes(cst.Call) if id(c) in self._helper_steps)
+        self.backward_calls.extend(
+            c for c in ctx.nodes(cst.Call) if id(c) in self._helper_backwards
+        )
         self._stepping = self._closure(self.step_calls)
         self._backwarding = self._closure(self.backward_calls)
         self.train_loops: list[Loop] = [
@@ -214,10 +240,18 @@ class TrainingLoops:
 
     def steps(self, call: cst.Call) -> bool:
         """The call performs an optimizer step, itself or through a local function."""
-        return self.is_step_call(call) or self._calls_doing(call, self._stepping)
+        return (
+            self.is_step_call(call)
+            or id(call) in self._helper_steps
+            or self._calls_doing(call, self._stepping)
+        )
 
     def backpropagates(self, call: cst.Call) -> bool:
-        return self.is_backward_call(call) or self._calls_doing(call, self._backwarding)
+        return (
+            self.is_backward_call(call)
+            or id(call) in self._helper_backwards
+            or self._calls_doing(call, self._backwarding)
+        )
 
     # Where a node runs ----------------------------------------------------------------------
     def anchors(self, node: cst.CSTNode) -> list[Anchor]:

@@ -54,6 +54,9 @@ class ImportTable:
                     table._bind(head, head)
         for node in ctx.nodes(cst.ImportFrom):
             module = _module_name(node.module, len(node.relative))
+            # A relative import also stands for its absolute name (``.nn`` -> ``pkg.nn``),
+            # when the file's package is known, so it matches the API table's entries.
+            absolute = ctx.project.absolute(module) if node.relative and ctx.project else None
             if isinstance(node.names, cst.ImportStar):
                 table.star_modules.append(module)
                 continue
@@ -65,6 +68,8 @@ class ImportTable:
                 if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                     local = alias.asname.name.value
                 table._bind(local, f"{module}.{name}" if module else name)
+                if absolute:
+                    table._bind(local, f"{absolute}.{name}")
         return table
 
     def _bind(self, local: str, qualified: str) -> None:

@@ -134,6 +134,18 @@ def _result(d: Diagnostic, index: dict[str, int]) -> dict[str, Any]:
             }
         ],
     }
+    if d.related:
+        result["relatedLocations"] = [
+            {
+                "id": number,
+                "physicalLocation": {
+                    "artifactLocation": _artifact_location(r.path),
+                    "region": {"startLine": r.line},
+                },
+                "message": {"text": r.message},
+            }
+            for number, r in enumerate(d.related, start=1)
+        ]
     if d.code in index:
         result["ruleIndex"] = index[d.code]
     fixes = _fixes(d)

@@ -113,6 +113,8 @@ class UpdateBeforeStep(Rule):
                 found = placement.before_step(update)
                 if found is None or id(found.node) in seen:
                     continue
+                if self._exclusive(update, found.step):
+                    continue  # ``if amp: scaler step; update / else: step; update``
                 seen.add(id(found.node))
                 if self._intended(obj, update, found, loops):
                     continue
@@ -124,6 +126,18 @@ class UpdateBeforeStep(Rule):
                     "update it after the step",
                     self._fix(obj, found, placement, keep | {id(found.node)}),
                 )
+
+    def _exclusive(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
+        """``a`` and ``b`` sit in different branches of one ``if``: never in one iteration."""
+        index = self.ctx.index
+        for ancestor in index.ancestors(a):
+            if isinstance(ancestor, cst.If) and ancestor.orelse is not None:
+                body, orelse = ancestor.body, ancestor.orelse
+                a_body, b_body = index.contains(body, a), index.contains(body, b)
+                a_else, b_else = index.contains(orelse, a), index.contains(orelse, b)
+                if (a_body and b_else) or (a_else and b_body):
+                    return True
+        return False
 
     def _in_forward(self, node: cst.CSTNode, loops: TrainingLoops) -> bool:
         fn = loops.function_of(node)

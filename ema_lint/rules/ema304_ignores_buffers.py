@@ -110,6 +110,7 @@ class IgnoresBuffers(Rule):
     requires = (InPlaceUpdates, AveragingObjects, NormLayers)
 
     def finish(self) -> None:
+        self._project_classes()
         provider = self.ctx.get(InPlaceUpdates)
         candidates = [u for u in provider.updates if u.shadow_method in _PARAMETER_METHODS]
         if not candidates:
@@ -128,6 +129,37 @@ class IgnoresBuffers(Rule):
                 continue
             node = update.loop.iter if update.loop is not None else update.node
             self.report(node, self._message(obj, buffers), self._fix(update))
+
+    def _project_classes(self) -> None:
+        """An instance of the project's own EMA class that (its summary says) averages
+        parameters() only, made here for a model with BatchNorm and evaluated here: the
+        buffers are the importer's problem, since only it shows the model."""
+        objects = self.ctx.get(AveragingObjects)
+        made = [
+            o
+            for o in objects.objects
+            if o.spec is not None
+            and o.bound is not None
+            and o.spec.buffers == "no"
+            and o.spec.library.startswith("defined in ")
+            and o.use is Use.EVAL
+        ]
+        if not made:
+            return
+        buffers = self.ctx.get(NormLayers)
+        if not buffers.has_batchnorm:
+            return
+        for obj in made:
+            if self._buffers_handled(obj, objects) or not self._evaluated(obj, objects):
+                continue
+            self.report(
+                obj.creation,
+                f"{obj.name} is a {obj.spec.short_name}, which averages parameters() only, "
+                f"but the model has BatchNorm layers ({buffers.evidence()}): its running "
+                "statistics stay those copied when it was made, so it is evaluated with "
+                "normalisation statistics of the initial weights; average or copy the buffers "
+                "in its update too (or recalibrate them with update_bn)",
+            )
 
     # Judging -----------------------------------------------------------------------------------
     def _buffers_handled(self, obj: AveragingObject, objects: AveragingObjects) -> bool:

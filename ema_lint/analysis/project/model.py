@@ -1,0 +1,613 @@
+"""The project as one module sees it: its imports resolved, the summaries of what they name.
+
+``ProjectLink`` is what ``FileContext.project`` holds for a file on disk. The analysis
+layers below ask it three kinds of question, and never open a file themselves:
+
+- ``absolute(module)``: the absolute name of a relative import (``.nn`` -> ``pkg.nn``),
+  so a relative import of a table API matches the table entry;
+- ``apis()``: the project's own averaging classes and update functions this module calls,
+  as API specs (so every value, device, dtype and buffer rule judges them like the table);
+- ``parameter(function, param)``: whether another module of the project passes an
+  averaging object for this parameter; ``steps(call)`` / ``backpropagates(call)``: whether
+  a call runs a project step helper.
+
+Cost is bounded: only modules this module imports (and, for callers, the project's files
+whose bytes name one of its functions and its module) are summarised, each at most once per
+content; imports are followed through re-exports to a fixed depth; the files and their
+hashes that were read are kept in ``used``, so the results cache can tell when a helper
+changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+import libcst as cst
+
+from ... import limits
+from ..apis import API_TABLE, REQUIRED, ApiSpec, Ramp, RampKind, Role, Side, Weight
+from ..context import FileContext
+from ..names import ImportTable, dotted_name
+from ..values import ValueResolver
+from . import resolution
+from .resolution import ModuleFile
+from .summaries import (
+    ClassSummary,
+    EvaluatorSummary,
+    ModuleSummary,
+    StepperSummary,
+    UpdaterSummary,
+    summarize,
+)
+
+MAX_REEXPORTS = 3
+MAX_FILE_BYTES = 2_000_000
+MAX_PROJECT_FILES = 3000
+_RELEVANT = (
+    b"ema",
+    b"EMA",
+    b"Ema",
+    b"shadow",
+    b"average",
+    b"Average",
+    b"swa",
+    b"SWA",
+    b"teacher",
+    b"polyak",
+    b"momentum",
+    b"backward",
+    b".step(",
+    b"no_grad",
+    b"inference_mode",
+)
+_SKIP_DIRS = {
+    "__pycache__",
+    "node_modules",
+    "site-packages",
+    "build",
+    "dist",
+    "venv",
+    ".venv",
+    "env",
+    ".tox",
+    ".git",
+    ".ema_lint_cache",
+}
+
+
+# Summaries, once per content ------------------------------------------------------------------
+class SummaryStore:
+    """Summaries by content hash: in memory, and under a directory when one is set."""
+
+    def __init__(self) -> None:
+        self.memory: dict[str, ModuleSummary | None] = {}
+        self.directory: str | None = None
+        self.files: dict[str, tuple[tuple[int, int], str, bytes | None]] = {}
+
+    def read(self, path: str) -> tuple[str, bytes] | None:
+        """(hash, bytes) of a file, remembered by its stat signature."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        signature = (st.st_mtime_ns, st.st_size)
+        known = self.files.get(path)
+        if known is not None and known[0] == signature and known[2] is not None:
+            return known[1], known[2]
+        if st.st_size > MAX_FILE_BYTES:
+            return None
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            return None
+        digest = hashlib.sha256(data).hexdigest()
+        self.files[path] = (signature, digest, data)
+        return digest, data
+
+    def summary(self, path: str) -> tuple[str, ModuleSummary | None] | None:
+        read = self.read(path)
+        if read is None:
+            return None
+        digest, data = read
+        if digest in self.memory:
+            return digest, self.memory[digest]
+        found = self._load_disk(digest)
+        if found is None:
+            found = self._compute(data, path)
+            self._save_disk(digest, found)
+        self.memory[digest] = found
+        return digest, found
+
+    @staticmethod
+    def _compute(data: bytes, path: str) -> ModuleSummary | None:
+        if not any(token in data for token in _RELEVANT):
+            return ModuleSummary()  # nothing about averaging or steps: an empty summary
+        if limits.check(data) is not None:
+            return None
+        try:
+            module = cst.parse_module(data)
+            found = summarize(module, path)
+        except Exception:  # a module that does not parse or analyse tells nothing
+            return None
+        _remember_parse(data, module)
+        return found
+
+    def _disk_path(self, digest: str) -> str | None:
+        if self.directory is None:
+            return None
+        return os.path.join(self.directory, digest[:2], digest[2:] + ".json")
+
+    def _load_disk(self, digest: str) -> ModuleSummary | None:
+        path = self._disk_path(digest)
+        if path is None:
+            return None
+        try:
+            with open(path, "rb") as handle:
+                return ModuleSummary.from_json(json.loads(handle.read()))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _save_disk(self, digest: str, summary: ModuleSummary | None) -> None:
+        path = self._disk_path(digest)
+        if path is None or summary is None:
+            return
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            temporary = f"{path}.{os.getpid()}.tmp"
+            with open(temporary, "w", encoding="utf-8") as handle:
+                json.dump(summary.to_json(), handle, separators=(",", ":"))
+            os.replace(temporary, path)
+        except OSError:
+            self.directory = None
+
+
+STORE = SummaryStore()
+
+# Trees parsed for a summary, kept for a few files so that linting the same file later in
+# the run does not parse it again (a summary itself never holds a tree).
+_PARSED: dict[str, cst.Module] = {}
+MAX_PARSED = 16
+
+
+def _remember_parse(data: bytes, module: cst.Module) -> None:
+    while len(_PARSED) >= MAX_PARSED:
+        del _PARSED[next(iter(_PARSED))]
+    _PARSED[hashlib.sha256(data).hexdigest()] = module
+
+
+def parsed(data: bytes | str) -> cst.Module | None:
+    """The tree of ``data`` if a summary parsed these very bytes in this process."""
+    if not _PARSED or not isinstance(data, bytes):
+        return None
+    return _PARSED.pop(hashlib.sha256(data).hexdigest(), None)
+
+
+def use_directory(directory: str | None) -> None:
+    """Keep summaries under ``directory`` too (the results cache's folder), or only in memory."""
+    STORE.directory = directory
+
+
+def defines_relevant(data: bytes, name: str) -> bool:
+    """``data`` defines ``name`` at the top level with averaging or step evidence in the
+    definition (its decorators included), or imports ``name`` (a re-export). A byte scan
+    that saves summarising the modules a file imports for other things."""
+    word = re.escape(name.encode())
+    found = re.search(rb"^(?:class|def|async[ \t]+def)[ \t]+" + word + rb"\b", data, re.MULTILINE)
+    if found is None:
+        return (
+            re.search(rb"^[ \t]*(?:from|import)\b[^\n]*\b" + word + rb"\b", data, re.MULTILINE)
+            is not None
+        )
+    start = data.rfind(b"\n\n", 0, found.start())
+    following = _TOP_LEVEL.search(data, found.end())
+    end = following.start() if following is not None else len(data)
+    body = data[max(start, 0) : end]
+    return any(token in body for token in _RELEVANT)
+
+
+_TOP_LEVEL = re.compile(rb"^[^\s#)\]}]", re.MULTILINE)
+
+
+# Evidence for messages ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Evidence:
+    """Where a fact about this module came from, in another file."""
+
+    what: str  # "ModelEMA, defined in utils/ema.py"
+    path: str
+    line: int
+
+
+def _display(path: str, base: str) -> str:
+    try:
+        relative = os.path.relpath(path, base)
+    except ValueError:
+        return path
+    return relative.replace(os.sep, "/") if not relative.startswith("..") else path
+
+
+# The link of one module --------------------------------------------------------------------------
+class ProjectLink:
+    """What one module of the project knows about the others."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.me = resolution.module_for_path(ctx.path)
+        root = resolution.project_root(os.path.dirname(self.me.path))
+        self.base = root or os.path.dirname(self.me.path)
+        self.used: dict[str, str] = {}
+        self.evidence: dict[str, Evidence] = {}
+        self.notes: list[tuple[str, Evidence, cst.CSTNode | None]] = []
+        self._apis: dict[str, ApiSpec] | None = None
+        self._items: dict[str, tuple[ModuleFile, object] | None] = {}
+        self._callers: dict[str, list[tuple[ModuleFile, ModuleSummary]]] | None = None
+
+    @classmethod
+    def for_context(cls, ctx: FileContext) -> ProjectLink | None:
+        if not ctx.path or not os.path.isfile(ctx.path):
+            return None
+        return cls(ctx)
+
+    # Lower layers' questions -----------------------------------------------------------------
+    def absolute(self, module: str) -> str | None:
+        return resolution.absolute_name(self.me, module)
+
+    def apis(self) -> dict[str, ApiSpec]:
+        """Specs of the project classes and update functions this module calls, by the
+        qualified names its imports give them."""
+        if self._apis is None:
+            self._apis = {}
+            imports = self.ctx.get(ImportTable)
+            seen: set[str] = set()
+            for node in self.ctx.nodes(cst.Call):
+                for qualname in imports.qualified_names(node.func):
+                    if qualname in seen:
+                        continue  # a table name the project defines itself: its own code wins
+                    seen.add(qualname)
+                    spec = self._spec(qualname)
+                    if spec is not None:
+                        self._apis[qualname] = spec
+                        local = dotted_name(node.func)
+                        if local and qualname in self.evidence:
+                            self.note(local, self.evidence[qualname], None)
+        return self._apis
+
+    def spec_for(self, qualname: str) -> ApiSpec | None:
+        """The spec of a project averaging class or update function, by qualified name."""
+        apis = self.apis()
+        if qualname not in apis:
+            spec = self._spec(qualname)
+            if spec is None:
+                return None
+            apis[qualname] = spec
+        return apis[qualname]
+
+    def note(self, local: str, evidence: Evidence, scope: cst.CSTNode | None) -> None:
+        """Findings on statements naming ``local`` (inside ``scope``) cite ``evidence``."""
+        self.notes.append((local, evidence, scope))
+
+    def parameter(
+        self, function: cst.FunctionDef, param: cst.Param
+    ) -> tuple[ApiSpec | None, Evidence] | None:
+        """The averaging object another module passes for ``param`` of ``function``."""
+        if self.ctx.index.enclosing(function, cst.ClassDef, cst.FunctionDef) is not None:
+            return None
+        name = function.name.value
+        positional = [
+            p.name.value for p in (*function.params.posonly_params, *function.params.params)
+        ]
+        for caller, summary in self._callers_of(name):
+            for call in summary.calls:
+                if not self._calls_me(caller, call.callee, name):
+                    continue
+                matched = (call.keyword == param.name.value) or (
+                    call.keyword is None
+                    and call.position is not None
+                    and call.position < len(positional)
+                    and positional[call.position] == param.name.value
+                )
+                if not matched:
+                    continue
+                found = self._evidence_object(caller, call.evidence)
+                if found is None:
+                    continue
+                spec, what = found
+                where = _display(caller.path, self.base)
+                return spec, Evidence(
+                    f"{what}, passed to {name}() in {where}:{call.line}", caller.path, call.line
+                )
+        return None
+
+    def evaluator(self, call: cst.Call) -> EvaluatorSummary | None:
+        """The project evaluation helper a call runs, if any."""
+        imports = self.ctx.get(ImportTable)
+        for qualname in imports.qualified_names(call.func):
+            item = self._item(qualname)
+            if item is not None and isinstance(item[1], EvaluatorSummary):
+                module, record = item
+                where = _display(module.path, self.base)
+                local = dotted_name(call.func)
+                if local:
+                    self.note(
+                        local,
+                        Evidence(f"{record.name}, defined in {where}", module.path, record.line),
+                        None,
+                    )
+                return record
+        return None
+
+    def stepper(self, call: cst.Call) -> StepperSummary | None:
+        """The project step helper a call runs, if any."""
+        imports = self.ctx.get(ImportTable)
+        for qualname in imports.qualified_names(call.func):
+            item = self._item(qualname)
+            if item is not None and isinstance(item[1], StepperSummary) and not item[1].is_class:
+                return item[1]
+        func = call.func
+        if isinstance(func, cst.Name):
+            return self._stepper_instance(func)
+        return None
+
+    # Lookups ------------------------------------------------------------------------------------
+    def _summary(self, module: ModuleFile) -> ModuleSummary | None:
+        found = STORE.summary(module.path)
+        if found is None:
+            return None
+        digest, summary = found
+        self.used[module.path] = digest
+        return summary
+
+    def _item(self, qualname: str, importer: ModuleFile | None = None, depth: int = 0):
+        """(module, summary record) of a qualified name of a project definition."""
+        key = f"{importer.path if importer else ''}|{qualname}"
+        if key in self._items:
+            return self._items[key]
+        self._items[key] = None
+        found = self._lookup(qualname, importer or self.me, depth)
+        self._items[key] = found
+        return found
+
+    def _lookup(self, qualname: str, importer: ModuleFile, depth: int):
+        if depth > MAX_REEXPORTS:
+            return None
+        module_name, _, name = qualname.rpartition(".")
+        if not name or (not module_name and not qualname.startswith(".")):
+            return None
+        if qualname.startswith(".") and not module_name.strip("."):
+            module_name = module_name or "."
+        module = resolution.resolve(importer, module_name)
+        if module is None:
+            return None
+        read = STORE.read(module.path)
+        if read is None or not defines_relevant(read[1], name):
+            return None  # the module does not define ``name`` with anything about averaging
+        summary = self._summary(module)
+        if summary is None:
+            return None
+        item = summary.find(name)
+        if item is not None:
+            return module, item
+        for target in summary.exports.get(name, []):
+            found = self._item(target, module, depth + 1)
+            if found is not None:
+                return found
+        return None
+
+    def _spec(self, qualname: str) -> ApiSpec | None:
+        absolute = self.absolute(qualname.rpartition(".")[0]) if qualname.startswith(".") else None
+        if absolute is not None:
+            table = API_TABLE.get(f"{absolute}.{qualname.rpartition('.')[2]}")
+            if table is not None:
+                return table
+        item = self._item(qualname)
+        if item is None:
+            return None
+        module, record = item
+        where = _display(module.path, self.base)
+        if isinstance(record, ClassSummary):
+            spec = class_spec(record, qualname, where)
+        elif isinstance(record, UpdaterSummary):
+            spec = updater_spec(record, qualname, where)
+        else:
+            return None
+        if spec is not None:
+            self.evidence[qualname] = Evidence(
+                f"{record.name}, defined in {where}", module.path, record.line
+            )
+        return spec
+
+    def _evidence_object(
+        self, caller: ModuleFile, evidence: str
+    ) -> tuple[ApiSpec | None, str] | None:
+        kind, _, value = evidence.partition(":")
+        if kind == "api":
+            spec = API_TABLE.get(value)
+            return (spec, spec.short_name) if spec is not None else None
+        if kind == "copy":
+            return None, f"the averaged copy {value}"
+        if kind == "ctor":
+            item = self._item(value, caller)
+            if item is not None and isinstance(item[1], ClassSummary):
+                module, record = item
+                where = _display(module.path, self.base)
+                return class_spec(record, value, where), f"{record.name}, defined in {where}"
+        return None
+
+    def _stepper_instance(self, name: cst.Name) -> StepperSummary | None:
+        resolver = self.ctx.get(ValueResolver)
+        imports = self.ctx.get(ImportTable)
+        for binding in resolver.bindings_of(name) or ():
+            if binding.kind == "assign" and isinstance(binding.value, cst.Call):
+                for qualname in imports.qualified_names(binding.value.func):
+                    item = self._item(qualname)
+                    if item is not None and isinstance(item[1], StepperSummary):
+                        return item[1]
+            if binding.kind == "param" and isinstance(binding.function, cst.FunctionDef):
+                found = self._stepper_argument(binding.function, binding.param)
+                if found is not None:
+                    return found
+        return None
+
+    def _stepper_argument(self, function: cst.FunctionDef, param) -> StepperSummary | None:
+        name = function.name.value
+        positional = [
+            p.name.value for p in (*function.params.posonly_params, *function.params.params)
+        ]
+        for caller, summary in self._callers_of(name):
+            for call in summary.calls:
+                if not self._calls_me(caller, call.callee, name):
+                    continue
+                if call.keyword != param.name.value and not (
+                    call.keyword is None
+                    and call.position is not None
+                    and call.position < len(positional)
+                    and positional[call.position] == param.name.value
+                ):
+                    continue
+                kind, _, value = call.evidence.partition(":")
+                if kind == "ctor":
+                    item = self._item(value, caller)
+                    if item is not None and isinstance(item[1], StepperSummary):
+                        return item[1]
+        return None
+
+    # Callers in other modules --------------------------------------------------------------------
+    def _calls_me(self, caller: ModuleFile, callee: str, function: str) -> bool:
+        module_name, _, name = callee.rpartition(".")
+        if name != function or not module_name:
+            return False
+        target = resolution.resolve(caller, module_name)
+        return target is not None and os.path.samefile(target.path, self.me.path)
+
+    def _callers_of(self, function: str) -> list[tuple[ModuleFile, ModuleSummary]]:
+        if self._callers is None:
+            self._callers = {}
+        found = self._callers.get(function)
+        if found is None:
+            found = self._callers[function] = list(self._scan_callers(function))
+        return found
+
+    def _scan_callers(self, function: str) -> Iterator[tuple[ModuleFile, ModuleSummary]]:
+        stem = os.path.basename(self.me.path).rsplit(".", 1)[0]
+        if stem == "__init__":
+            stem = os.path.basename(os.path.dirname(self.me.path))
+        needle, word = stem.encode(), function.encode()
+        for path in project_files(self.base):
+            if path == self.me.path:
+                continue
+            read = STORE.read(path)
+            if read is None:
+                continue
+            _, data = read
+            if word not in data or needle not in data:
+                continue
+            module = resolution.module_for_path(path)
+            summary = self._summary(module)
+            if summary is not None and summary.calls:
+                yield module, summary
+
+
+_PROJECT_FILES: dict[str, list[str]] = {}
+
+
+def project_files(base: str) -> list[str]:
+    """The Python files under a project root (bounded; build and environment folders left out)."""
+    found = _PROJECT_FILES.get(base)
+    if found is not None:
+        return found
+    found = []
+    for folder, dirs, files in os.walk(base):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
+        for name in sorted(files):
+            if name.endswith(".py"):
+                found.append(os.path.join(folder, name))
+        if len(found) >= MAX_PROJECT_FILES:
+            break
+    _PROJECT_FILES[base] = found
+    return found
+
+
+def forget() -> None:
+    """Forget listings and file reads (the files may have changed)."""
+    _PROJECT_FILES.clear()
+    STORE.files.clear()
+    resolution.clear()
+
+
+# Specs from summaries --------------------------------------------------------------------------
+def class_spec(record: ClassSummary, qualname: str, where: str) -> ApiSpec | None:
+    """A project averaging class as an API spec, so the rules judge its calls like the table's."""
+    base = API_TABLE.get(record.base) if record.base else None
+    weight: Weight | None = None
+    if record.weight is not None and record.side is not None:
+        ramps: tuple[Ramp, ...] = ()
+        if record.ramp == "exp_tau":
+            ramps = (
+                Ramp(
+                    RampKind.EXP_TAU, gamma=(record.ramp_param or "", record.ramp_default or 2000.0)
+                ),
+            )
+        elif record.ramp == "num_updates":
+            ramps = (Ramp(RampKind.NUM_UPDATES),)
+        weight = Weight(record.weight, Side(record.side), record.weight_default, ramps=ramps)
+    elif base is not None:
+        weight = base.weight
+    defaults = {k: (REQUIRED if v == REQUIRED else v) for k, v in record.defaults.items()}
+    buffers = record.buffers or (base.buffers if base is not None else "")
+    fields = dict(
+        role=Role.SWA_MODEL if record.kind == "swa" and base is None else Role.EMA_MODEL,
+        params=tuple(record.params),
+        kwonly=tuple(record.kwonly),
+        var_kwargs=record.var_kwargs,
+        defaults=defaults,
+        weight=weight,
+        device=record.device,
+        dtype=record.dtype,
+        buffers=buffers,
+        eval_on_init=record.eval_on_init,
+        model_copy=record.model_copy,
+        is_module=False,
+        accepts_wrapped=record.unwraps,
+        update_methods=tuple(record.update_methods) or ("update",),
+        apply_methods=tuple(record.apply_methods),
+        store_methods=tuple(record.store_methods),
+        restore_methods=tuple(record.restore_methods),
+        aliases=(),
+        registry_names=(),
+        library=f"defined in {where}",
+        docs="",
+    )
+    if base is not None:
+        if not record.params:
+            fields.pop("params")
+            fields.pop("kwonly")
+            fields.pop("defaults")
+            fields.pop("var_kwargs")
+        return replace(base, qualname=qualname, **{k: v for k, v in fields.items() if k != "role"})
+    if record.kind == "swa":
+        return None  # a hand-made equal average: the SWA rules need AveragedModel's semantics
+    return ApiSpec(qualname, **fields)  # type: ignore[arg-type]
+
+
+def updater_spec(record: UpdaterSummary, qualname: str, where: str) -> ApiSpec | None:
+    if record.rate is None or record.side is None:
+        return None
+    defaults: dict[str, object] = {p: REQUIRED for p in record.params}
+    if record.rate_default is not None:
+        defaults[record.rate] = record.rate_default
+    return ApiSpec(
+        qualname,
+        Role.EMA_FUNCTION,
+        params=tuple(record.params),
+        defaults=defaults,
+        weight=Weight(record.rate, Side(record.side), record.rate_default),
+        source=record.live,
+        shadow=record.average,
+        library=f"defined in {where}",
+    )

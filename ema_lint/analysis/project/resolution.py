@@ -1,0 +1,185 @@
+"""Which file of the project an import names, as Python would find it when the code runs.
+
+A file's imports are looked up against its *project roots*, in the order Python's path
+would hold them for the usual ways of running training code:
+
+- the folder above the file's top package (the chain of folders with ``__init__.py``), so
+  ``from utils.ema import ModelEMA`` inside a package resolves like an installed package;
+- the script's own folder (``python train.py`` puts it first on ``sys.path``);
+- the project root (the nearest folder with ``pyproject.toml``, ``setup.cfg``, ``setup.py``
+  or ``.git``), its ``src/`` folder, and the folders a ``src = [...]`` setting of
+  ``[tool.ema-lint]`` names (relative to the root, like ruff's ``src``).
+
+Relative imports (``from .nn import update_ema``, ``from ..utils import x``) are resolved
+from the file's package. Names that resolve to no file of the project (the standard library,
+third-party packages) are left to the API table. Every lookup is memoized per folder, so a
+run asks the file system once per folder and name.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
+MAX_PARENTS = 32
+
+
+@dataclass(frozen=True)
+class ModuleFile:
+    """A module of the project: its file and the dotted name it is imported by."""
+
+    path: str
+    name: str  # "utils.ema"; "" when the file is not importable under a dotted name
+
+    @property
+    def package(self) -> str:
+        """The package a relative import of this module starts from."""
+        if os.path.basename(self.path) == "__init__.py":
+            return self.name
+        return self.name.rpartition(".")[0]
+
+
+def _isfile(path: str) -> bool:
+    return os.path.isfile(path)
+
+
+@lru_cache(maxsize=4096)
+def _is_package(folder: str) -> bool:
+    return _isfile(os.path.join(folder, "__init__.py"))
+
+
+@lru_cache(maxsize=4096)
+def project_root(folder: str) -> str | None:
+    """The nearest folder at or above ``folder`` holding a project marker."""
+    current = folder
+    for _ in range(MAX_PARENTS):
+        if any(os.path.exists(os.path.join(current, m)) for m in _MARKERS):
+            return current
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current = parent
+    return None
+
+
+@lru_cache(maxsize=256)
+def _configured_src(root: str) -> tuple[str, ...]:
+    path = os.path.join(root, "pyproject.toml")
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return ()
+    tool = data.get("tool")
+    section = tool.get("ema-lint") if isinstance(tool, dict) else None
+    src = section.get("src") if isinstance(section, dict) else None
+    if not isinstance(src, list):
+        return ()
+    return tuple(
+        os.path.normpath(os.path.join(root, item)) for item in src if isinstance(item, str)
+    )
+
+
+def _top_of_package(folder: str) -> tuple[str, list[str]]:
+    """The folder above the top package holding ``folder``, and the package parts."""
+    parts: list[str] = []
+    current = folder
+    for _ in range(MAX_PARENTS):
+        if not _is_package(current):
+            break
+        parts.append(os.path.basename(current))
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    return current, list(reversed(parts))
+
+
+@lru_cache(maxsize=4096)
+def roots_for(folder: str) -> tuple[str, ...]:
+    """The folders absolute imports of a file in ``folder`` are looked up in, in order."""
+    found: list[str] = []
+    top, _ = _top_of_package(folder)
+    for candidate in (top, folder):
+        if candidate not in found:
+            found.append(candidate)
+    root = project_root(folder)
+    if root is not None:
+        for candidate in (root, os.path.join(root, "src"), *_configured_src(root)):
+            if candidate not in found and os.path.isdir(candidate):
+                found.append(candidate)
+    return tuple(found)
+
+
+def module_for_path(path: str) -> ModuleFile:
+    """The module a file is, with the dotted name its package chain gives it."""
+    path = os.path.abspath(path)
+    folder = os.path.dirname(path)
+    _, parts = _top_of_package(folder)
+    stem = os.path.basename(path).rsplit(".", 1)[0]
+    if stem != "__init__":
+        parts = [*parts, stem]
+    return ModuleFile(path, ".".join(parts))
+
+
+@lru_cache(maxsize=8192)
+def _find_in(root: str, dotted: str) -> str | None:
+    base = os.path.join(root, *dotted.split("."))
+    for candidate in (base + ".py", os.path.join(base, "__init__.py")):
+        if _isfile(candidate):
+            return candidate
+    return None
+
+
+def absolute_name(importer: ModuleFile, module: str) -> str | None:
+    """The absolute dotted name of ``module`` as written in ``importer`` (``.nn``, ``..a``)."""
+    level = len(module) - len(module.lstrip("."))
+    if level == 0:
+        return module
+    package = importer.package.split(".") if importer.package else []
+    if level - 1 > len(package) or (not package and level):
+        return None
+    base = package[: len(package) - (level - 1)]
+    rest = module[level:]
+    parts = [*base, *([rest] if rest else [])]
+    return ".".join(p for p in parts if p) or None
+
+
+def resolve(importer: ModuleFile, module: str) -> ModuleFile | None:
+    """The project file ``module`` (as written in ``importer``) names, or None."""
+    level = len(module) - len(module.lstrip("."))
+    if level:
+        folder = os.path.dirname(importer.path)
+        for _ in range(level - 1):
+            folder = os.path.dirname(folder)
+        rest = module[level:]
+        found = _find_in(folder, rest) if rest else _init_of(folder)
+        if found is None:
+            return None
+        name = absolute_name(importer, module) or ""
+        return ModuleFile(found, name)
+    if not module:
+        return None
+    for root in roots_for(os.path.dirname(importer.path)):
+        found = _find_in(root, module)
+        if found is not None and os.path.abspath(found) != importer.path:
+            return ModuleFile(os.path.abspath(found), module)
+    return None
+
+
+def _init_of(folder: str) -> str | None:
+    candidate = os.path.join(folder, "__init__.py")
+    return candidate if _isfile(candidate) else None
+
+
+def clear() -> None:
+    """Forget every lookup (the file system changed: tests, a long-lived process)."""
+    for function in (_is_package, project_root, _configured_src, roots_for, _find_in):
+        function.cache_clear()

@@ -1,0 +1,813 @@
+"""What other modules need to know about a module: a small record, never a syntax tree.
+
+A summary is computed once per content (``summarize``) from the module's own per-file
+analysis (``AveragingObjects``, ``InPlaceUpdates``, ``ImportTable``, ``ValueResolver``): no
+second detector. It holds plain data (JSON-able dataclasses), so it can be cached by the
+content's hash and read back without parsing:
+
+- ``classes``: classes that hold averaged weights: subclasses of a table API, or the
+  project's own implementation recognised by structure (a deepcopy held and averaged in
+  place, a shadow dict filled from ``named_parameters()`` and updated, an
+  ``apply_shadow``/``copy_to``/``restore`` protocol), with their decay argument, side,
+  default and warmup, methods, device, dtype, buffers and eval mode;
+- ``updaters``: functions that average one argument into another (``update_ema(target,
+  source, rate)``), with which argument is the average, the live weights and the rate;
+- ``steppers``: functions and callable classes whose call runs ``backward()`` and/or the
+  optimizer step (a ``NativeScaler``-style ``__call__(loss, optimizer, ...)``), with the
+  argument that makes the step conditional;
+- ``evaluators``: functions that evaluate, sample or generate with a model argument;
+- ``calls``: calls to imported functions passing an averaging object (``train_one_epoch(...,
+  model_ema)``), with what the object is (an API, a constructor of another module, a copy);
+- ``exports``: names the module imports (re-exports such as ``from .ema import ModelEMA``).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import libcst as cst
+
+from ..apis import API_TABLE, REQUIRED, Role
+from ..averaging import AveragingObjects
+from ..context import FileContext
+from ..evaluation import EvaluationSites
+from ..modes import ModeTracker
+from ..names import ImportTable, dotted_name
+from ..updates import WEIGHT_METHODS, InPlaceUpdate, InPlaceUpdates, container_of, strip_tensor
+from ..values import ValueResolver
+from ..vocabulary import is_averaged_name, names_an_average, tokens
+
+FORMAT = 1
+
+_WEIGHT_WORDS = {"decay", "beta", "momentum", "rate", "tau", "alpha", "ema_decay", "mu"}
+_APPLY = ("apply_shadow", "copy_to", "apply", "swap", "set", "swap_in")
+_STORE = ("store", "backup", "save_original")
+_RESTORE = ("restore", "swap_back", "swap_out")
+_NO_GRAD = ("torch.no_grad", "torch.inference_mode", "no_grad", "inference_mode")
+_EVAL_NAMES = re.compile(r"(^|_)(eval|evaluate|validate|validation|val|test|sample|generate)", re.I)
+
+
+@dataclass
+class ClassSummary:
+    """A class of the module that holds averaged weights."""
+
+    name: str
+    line: int
+    structure: str  # "subclass", "deepcopy", "shadow-dict", "protocol"
+    kind: str = "ema"  # "ema" or "swa"
+    base: str | None = None  # the table API it subclasses
+    params: list[str] = field(default_factory=list)
+    kwonly: list[str] = field(default_factory=list)
+    var_kwargs: bool = False
+    defaults: dict[str, Any] = field(default_factory=dict)
+    weight: str | None = None
+    side: str | None = None  # "decay" or "momentum"
+    weight_default: float | None = None
+    ramp: str | None = None  # "exp_tau", "num_updates"
+    ramp_param: str | None = None
+    ramp_default: float | None = None
+    device: str | None = None  # the argument placing the copy
+    cpu: bool = False  # the copy is always put on the CPU
+    dtype: str | None = None
+    half: bool = False  # the copy is always cast to float16
+    buffers: str = ""  # "yes", "no", "copied", "" (unknown)
+    eval_on_init: bool = False
+    model_copy: str | None = None
+    update_methods: list[str] = field(default_factory=list)
+    apply_methods: list[str] = field(default_factory=list)
+    store_methods: list[str] = field(default_factory=list)
+    restore_methods: list[str] = field(default_factory=list)
+    in_place: bool = True
+    unwraps: bool = False  # copies ``model.module`` of a DDP/DataParallel model itself
+
+
+@dataclass
+class UpdaterSummary:
+    """A function averaging its ``live`` argument into its ``average`` argument."""
+
+    name: str
+    line: int
+    params: list[str]
+    average: str
+    live: str
+    rate: str | None = None
+    side: str | None = None
+    rate_default: float | None = None
+
+
+@dataclass
+class StepperSummary:
+    """A function (or a class, through ``__call__``) that runs backward and/or a step."""
+
+    name: str
+    line: int
+    params: list[str]  # of the function, or of ``__call__`` without self
+    backward: bool
+    step: bool
+    condition: str | None = None  # the argument the step depends on (``update_grad``)
+    is_class: bool = False
+
+
+@dataclass
+class EvaluatorSummary:
+    """A function that runs a model argument to evaluate, sample or generate."""
+
+    name: str
+    line: int
+    params: list[str]  # positional-or-keyword, in order, then keyword-only
+    unmoded: list[str]  # arguments it runs for evaluation without setting their mode
+    sets_mode: list[str] = field(default_factory=list)  # arguments it puts in eval()/train()
+
+
+@dataclass
+class CallSummary:
+    """A call to a name bound by an import, passing an averaging object."""
+
+    callee: str  # the qualified name as written (``engine.train_one_epoch``, ``.e.f``)
+    line: int
+    position: int | None
+    keyword: str | None
+    evidence: str  # "api:<qualname>", "ctor:<qualified name>", "copy:<name>"
+
+
+@dataclass
+class ModuleSummary:
+    classes: list[ClassSummary] = field(default_factory=list)
+    updaters: list[UpdaterSummary] = field(default_factory=list)
+    steppers: list[StepperSummary] = field(default_factory=list)
+    evaluators: list[EvaluatorSummary] = field(default_factory=list)
+    calls: list[CallSummary] = field(default_factory=list)
+    exports: dict[str, list[str]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": FORMAT, **dataclasses.asdict(self)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ModuleSummary:
+        if data.get("format") != FORMAT:
+            raise ValueError("summary format")
+        return cls(
+            [ClassSummary(**c) for c in data["classes"]],
+            [UpdaterSummary(**u) for u in data["updaters"]],
+            [StepperSummary(**s) for s in data["steppers"]],
+            [EvaluatorSummary(**e) for e in data["evaluators"]],
+            [CallSummary(**c) for c in data["calls"]],
+            {k: list(v) for k, v in data["exports"].items()},
+        )
+
+    def find(self, name: str) -> object | None:
+        for group in (self.classes, self.updaters, self.steppers, self.evaluators):
+            for item in group:
+                if item.name == name:
+                    return item
+        return None
+
+
+# Extraction --------------------------------------------------------------------------------
+def summarize(module: cst.Module, path: str) -> ModuleSummary:
+    """The summary of a parsed module (its own analysis, no other file read)."""
+    ctx = FileContext(module, path)
+    return _Extractor(ctx).run()
+
+
+def _params(function: cst.FunctionDef, skip_self: bool) -> tuple[list[str], list[str], bool]:
+    params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+    if skip_self and params:
+        params = params[1:]
+    kwonly = [p.name.value for p in function.params.kwonly_params]
+    return params, kwonly, isinstance(function.params.star_kwarg, cst.Param)
+
+
+def _all_params(function: cst.FunctionDef) -> list[cst.Param]:
+    p = function.params
+    return [*p.posonly_params, *p.params, *p.kwonly_params]
+
+
+class _Extractor:
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.index = ctx.index
+        self.imports = ctx.get(ImportTable)
+        self.resolver = ctx.get(ValueResolver)
+        self._objects: AveragingObjects | None = None
+        self._updates: list[InPlaceUpdate] | None = None
+        self._pending: list[tuple[Any, cst.CSTNode]] = []
+
+    @property
+    def objects(self) -> AveragingObjects:
+        if self._objects is None:
+            self._objects = self.ctx.get(AveragingObjects)
+        return self._objects
+
+    @property
+    def updates(self) -> list[InPlaceUpdate]:
+        if self._updates is None:
+            self._updates = self.ctx.get(InPlaceUpdates).updates
+        return self._updates
+
+    def run(self) -> ModuleSummary:
+        summary = self._collect()
+        if self._pending:
+            self._fill_lines()
+        return summary
+
+    def _fill_lines(self) -> None:
+        """Lines of the recorded definitions and calls, from Python's own (fast) parser:
+        a position pass over the libcst tree costs as much as the summary itself."""
+        try:
+            tree = ast.parse(self.ctx.module.code)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return
+        definitions: dict[tuple[str, str], list[int]] = {}
+        calls: dict[str, list[int]] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                kind = "class" if isinstance(node, ast.ClassDef) else "def"
+                definitions.setdefault((kind, node.name), []).append(node.lineno)
+            elif isinstance(node, ast.Call):
+                calls.setdefault(ast.unparse(node.func), []).append(
+                    node.lineno * 100_000 + node.col_offset
+                )
+        for found in (*definitions.values(), *calls.values()):
+            found.sort()
+        seen: dict[str, int] = {}
+        for record, node in self._pending:
+            if isinstance(node, cst.Call):
+                key = self._code(node.func)
+                index = seen.get(key, 0)
+                seen[key] = index + 1
+                found = calls.get(key, [])
+                if index < len(found):
+                    record.line = found[index] // 100_000
+            elif isinstance(node, (cst.ClassDef, cst.FunctionDef)):
+                kind = "class" if isinstance(node, cst.ClassDef) else "def"
+                lines = definitions.get((kind, node.name.value), [])
+                if lines:
+                    record.line = lines[0]
+
+    def _collect(self) -> ModuleSummary:
+        summary = ModuleSummary()
+        summary.exports = {k: list(v) for k, v in self.imports.aliases.items()}
+        for node in self.ctx.nodes(cst.ClassDef):
+            if self.index.enclosing(node, cst.ClassDef, cst.FunctionDef) is not None:
+                continue
+            found = self._class(node)
+            if found is not None:
+                summary.classes.append(found)
+            stepper = self._class_stepper(node)
+            if stepper is not None:
+                summary.steppers.append(stepper)
+        for node in self.ctx.nodes(cst.FunctionDef):
+            if self.index.enclosing(node, cst.ClassDef, cst.FunctionDef) is not None:
+                continue
+            updater = self._updater(node)
+            if updater is not None:
+                summary.updaters.append(updater)
+                continue
+            stepper = self._stepper(node, node.name.value, False)
+            if stepper is not None:
+                summary.steppers.append(stepper)
+            evaluator = self._evaluator(node)
+            if evaluator is not None:
+                summary.evaluators.append(evaluator)
+        summary.calls = self._calls()
+        return summary
+
+    # Helpers ---------------------------------------------------------------------------------
+    def _line(self, node: cst.CSTNode) -> int:
+        return 0  # filled in by run(), in one position pass
+
+    def _at(self, record: Any, node: cst.CSTNode) -> Any:
+        self._pending.append((record, node))
+        return record
+
+    def _code(self, node: cst.CSTNode) -> str:
+        return self.ctx.code(node)
+
+    def _methods(self, cls: cst.ClassDef) -> dict[str, cst.FunctionDef]:
+        found: dict[str, cst.FunctionDef] = {}
+        body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+        for statement in body:
+            if isinstance(statement, cst.FunctionDef):
+                found.setdefault(statement.name.value, statement)
+        return found
+
+    def _literal(self, expr: cst.BaseExpression | None) -> Any:
+        if expr is None:
+            return REQUIRED
+        value = self.resolver.resolve(expr)
+        if value is None:
+            return None
+        raw = value.value
+        return raw if isinstance(raw, (int, float, str, bool)) or raw is None else None
+
+    def _calls_named(self, node: cst.CSTNode, *methods: str) -> list[cst.Call]:
+        return [
+            c
+            for c in self.index.descendants(node, cst.Call)
+            if isinstance(c, cst.Call)
+            and isinstance(c.func, cst.Attribute)
+            and c.func.attr.value in methods
+        ]
+
+    # Classes ---------------------------------------------------------------------------------
+    def _class(self, cls: cst.ClassDef) -> ClassSummary | None:
+        methods = self._methods(cls)
+        init = methods.get("__init__")
+        base = self._table_base(cls)
+        updates = [u for u in self.updates if self.index.contains(cls, u.node)]
+        averaged = [u for u in updates if self._class_update(u)]
+        copies = [
+            o
+            for o in self.objects.objects
+            if o.module_copy and self.index.contains(cls, o.creation)
+        ]
+        protocol = ("apply_shadow" in methods and "restore" in methods) or (
+            "copy_to" in methods and ("store" in methods or "restore" in methods)
+        )
+        if base is not None:
+            structure = "subclass"
+        elif copies and averaged:
+            structure = "deepcopy"
+        elif averaged:
+            structure = "shadow-dict"
+        else:
+            named = names_an_average(cls.name.value) or is_averaged_name(cls.name.value)
+            held = self._held_copy(init) if init is not None else None
+            attributes = self.resolver.self_assignments(cls)
+            if protocol and (named or any("shadow" in tokens(a) for a in attributes)):
+                structure = "protocol"
+            elif named and held is not None and "update" in methods:
+                # timm's ModelEma shape: the update goes through a function the per-file
+                # analysis does not follow (``copy_(update_fn(e, m))``).
+                structure = "deepcopy"
+            else:
+                return None
+        summary = self._at(ClassSummary(cls.name.value, 0, structure), cls)
+        if base is not None:
+            spec = API_TABLE.get(base)
+            summary.base = base
+            if spec is not None and init is None:
+                summary.params = list(spec.params)
+                summary.kwonly = list(spec.kwonly)
+                summary.defaults = {k: v for k, v in spec.defaults.items() if _jsonable(v)}
+        if init is not None:
+            summary.params, summary.kwonly, summary.var_kwargs = _params(init, True)
+            for param in _all_params(init)[1:] if _params(init, False)[0] else []:
+                summary.defaults[param.name.value] = self._literal(param.default)
+        if "swa" in tokens(cls.name.value):
+            summary.kind = "swa"
+        for name, method in methods.items():
+            if any(self.index.contains(method, u.node) for u in averaged):
+                summary.update_methods.append(name)
+            elif name in _APPLY:
+                summary.apply_methods.append(name)
+            elif name in _STORE:
+                summary.store_methods.append(name)
+            elif name in _RESTORE:
+                summary.restore_methods.append(name)
+        if not summary.update_methods and "update" in methods:
+            summary.update_methods.append("update")
+        if copies:
+            holder = copies[0]
+            for name in holder.names:
+                if name.startswith("self."):
+                    summary.model_copy = name[len("self.") :]
+                    break
+        if not averaged and init is not None and summary.structure in ("deepcopy", "protocol"):
+            self._named_weight(summary, init)
+            held = self._held_copy(init)
+            if held is not None:
+                summary.model_copy = summary.model_copy or held
+            text = self._code(cls)
+            if "state_dict()" in text:
+                summary.buffers = "yes"
+            elif "buffers()" in text:
+                summary.buffers = "copied"
+        if averaged:
+            self._weight(summary, averaged, init)
+            summary.buffers = self._buffers(cls, averaged, copies)
+            summary.in_place = all(u.form != "assign" or u.shadow_container for u in averaged)
+        if init is not None:
+            self._placement(summary, init)
+            summary.unwraps = self._unwraps(init)
+        return summary
+
+    def _unwraps(self, init: cst.FunctionDef) -> bool:
+        """``deepcopy(model.module if is_parallel(model) else model)``, ``de_parallel(model)``."""
+        for call in self.index.descendants(init, cst.Call):
+            if not isinstance(call, cst.Call) or not call.args:
+                continue
+            if not (dotted_name(call.func) or "").endswith("deepcopy"):
+                continue
+            argument = call.args[0].value
+            if isinstance(argument, cst.Name):
+                continue
+            text = self._code(argument).lower()
+            if ".module" in text or "parallel" in text or "unwrap" in text:
+                return True
+        return False
+
+    def _held_copy(self, init: cst.FunctionDef) -> str | None:
+        """The ``self`` attribute ``__init__`` binds to a deepcopy of an argument."""
+        params = {p.name.value for p in _all_params(init)}
+        for call in self.index.descendants(init, cst.Call):
+            if not isinstance(call, cst.Call) or not (dotted_name(call.func) or "").endswith(
+                "deepcopy"
+            ):
+                continue
+            if not call.args or self._param_of(call.args[0].value) not in params:
+                continue
+            for ancestor in self.index.ancestors(call):
+                if isinstance(ancestor, cst.Assign):
+                    target = ancestor.targets[0].target
+                    if (
+                        isinstance(target, cst.Attribute)
+                        and isinstance(target.value, cst.Name)
+                        and target.value.value == "self"
+                    ):
+                        return target.attr.value
+                    break
+                if isinstance(ancestor, cst.BaseStatement):
+                    break
+        return None
+
+    def _named_weight(self, summary: ClassSummary, init: cst.FunctionDef) -> None:
+        """The weight argument by name, when no update of the class could be read: its side
+        from its default (a decay is close to one, a momentum close to zero)."""
+        for param in _all_params(init):
+            name = param.name.value
+            if name not in _WEIGHT_WORDS:
+                continue
+            default = self._literal(param.default)
+            if not isinstance(default, (int, float)) or isinstance(default, bool):
+                return
+            summary.weight, summary.weight_default = name, float(default)
+            summary.side = "decay" if default >= 0.5 else "momentum"
+            return
+
+    def _table_base(self, cls: cst.ClassDef) -> str | None:
+        for base in cls.bases:
+            name = self.imports.resolve(base.value, API_TABLE.by_name)
+            if name is not None and API_TABLE.by_name[name].role in (
+                Role.EMA_MODEL,
+                Role.SWA_MODEL,
+            ):
+                return API_TABLE.by_name[name].qualname
+        return None
+
+    def _class_update(self, update: InPlaceUpdate) -> bool:
+        if self.objects.averages_weights(update):
+            return True
+        obj = self.objects.of_update(update)
+        return obj is not None and obj.module_copy
+
+    def _weight(
+        self, summary: ClassSummary, updates: list[InPlaceUpdate], init: cst.FunctionDef | None
+    ) -> None:
+        if init is None:
+            return
+        init_params = {p.name.value: p for p in _all_params(init)}
+        for update in updates:
+            for coefficient, side in (
+                (update.old_weight, "decay"),
+                (update.new_weight, "momentum"),
+            ):
+                if coefficient is None:
+                    continue
+                expr, complement = _unwrap(coefficient.expr, coefficient.complement)
+                if complement:
+                    side = "decay" if side == "momentum" else "momentum"
+                expanded = self._expand(expr, init)
+                names = [n for n in expanded if n in init_params and n != "self"]
+                if not names:
+                    continue
+                weight = next((n for n in names if n in _WEIGHT_WORDS), names[0])
+                summary.weight = weight
+                summary.side = side
+                default = self._literal(init_params[weight].default)
+                if isinstance(default, (int, float)) and not isinstance(default, bool):
+                    summary.weight_default = float(default)
+                text = expanded.get("", "")
+                if "exp(" in text:
+                    summary.ramp = "exp_tau"
+                    tau = next((n for n in names if n != weight), None)
+                    summary.ramp_param = tau
+                    if tau is not None:
+                        tau_default = self._literal(init_params[tau].default)
+                        if isinstance(tau_default, (int, float)):
+                            summary.ramp_default = float(tau_default)
+                elif re.search(r"\(\s*1\s*\+.*\)\s*/\s*\(\s*10\s*\+", text):
+                    summary.ramp = "num_updates"
+                return
+
+    def _expand(self, expr: cst.BaseExpression, init: cst.FunctionDef) -> dict[str, str]:
+        """Names an update coefficient reads, through locals of its method and ``self.x``
+        attributes set in ``__init__`` (``""`` maps to the code of everything followed)."""
+        found: dict[str, str] = {}
+        texts: list[str] = []
+        frontier: list[tuple[cst.CSTNode, int]] = [(expr, 0)]
+        cls = self.index.enclosing(init, cst.ClassDef)
+        assigned = self.resolver.self_assignments(cls) if isinstance(cls, cst.ClassDef) else {}
+        while frontier:
+            node, depth = frontier.pop()
+            if depth > 4:
+                continue
+            texts.append(self._code(node))
+            for attr in [node, *self.index.descendants(node, cst.Attribute)]:
+                if (
+                    isinstance(attr, cst.Attribute)
+                    and isinstance(attr.value, cst.Name)
+                    and attr.value.value == "self"
+                ):
+                    for value in assigned.get(attr.attr.value, []):
+                        if value is not None:
+                            frontier.append((value, depth + 1))
+            for name in [node, *self.index.descendants(node, cst.Name)]:
+                if not isinstance(name, cst.Name):
+                    continue
+                bindings = self.resolver.bindings_of(name)
+                for binding in bindings or ():
+                    if binding.kind == "param" and binding.param is not None:
+                        found.setdefault(binding.param.name.value, "")
+                    elif binding.kind == "assign" and binding.value is not None:
+                        frontier.append((binding.value, depth + 1))
+        found[""] = " ".join(texts)
+        return found
+
+    def _buffers(self, cls: cst.ClassDef, updates: list[InPlaceUpdate], copies: list) -> str:
+        methods = {u.shadow_method for u in updates} | {u.source_method for u in updates}
+        if "state_dict" in methods:
+            return "yes"
+        if self._calls_named(cls, "buffers", "named_buffers"):
+            return "copied"
+        return "no" if methods & {"parameters", "named_parameters"} else ""
+
+    def _placement(self, summary: ClassSummary, init: cst.FunctionDef) -> None:
+        params = {p.name.value for p in _all_params(init)}
+        for call in self._calls_named(init, "to", "cpu", "half", "eval", "type"):
+            method = call.func.attr.value  # type: ignore[attr-defined]
+            if method == "eval":
+                summary.eval_on_init = True
+            elif method == "cpu":
+                summary.cpu = True
+            elif method == "half":
+                summary.half = True
+            elif method == "to":
+                for arg in call.args:
+                    value = arg.value
+                    if isinstance(value, cst.Name) and value.value in params:
+                        keyword = arg.keyword.value if arg.keyword else ""
+                        if "dtype" in value.value or keyword == "dtype":
+                            summary.dtype = value.value
+                        elif "device" in value.value or keyword == "device":
+                            summary.device = value.value
+                    elif _is_cpu(value):
+                        summary.cpu = True
+                    elif _code_of(value) in ("torch.float16", "torch.half"):
+                        summary.half = True
+
+    # Functions ---------------------------------------------------------------------------------
+    def _updater(self, function: cst.FunctionDef) -> UpdaterSummary | None:
+        params = [p.name.value for p in _all_params(function)]
+        if not params:
+            return None
+        for update in self.updates:
+            if not self.index.contains(function, update.node):
+                continue
+            average = self._param_of(update.shadow_container or strip_tensor(update.shadow))
+            live = self._param_of(update.source_container or update.source)
+            if average is None or live is None or average == live:
+                continue
+            named = names_an_average(function.name.value) or any(
+                is_averaged_name(n) for n in (average, *params)
+            )
+            if not named or not self._reads_weights(update, average, live):
+                continue  # a helper averaging logged values (``ema_update_dict``)
+            found = self._at(
+                UpdaterSummary(function.name.value, 0, params, average, live), function
+            )
+            for coefficient, side in (
+                (update.old_weight, "decay"),
+                (update.new_weight, "momentum"),
+            ):
+                if coefficient is None:
+                    continue
+                expr, complement = _unwrap(coefficient.expr, coefficient.complement)
+                if complement:
+                    side = "momentum" if side == "decay" else "decay"
+                rate = self._param_of(expr)
+                if rate is not None:
+                    found.rate, found.side = rate, side
+                    param = next(p for p in _all_params(function) if p.name.value == rate)
+                    default = self._literal(param.default)
+                    if isinstance(default, (int, float)) and not isinstance(default, bool):
+                        found.rate_default = float(default)
+                    break
+            return found
+        return None
+
+    @staticmethod
+    def _reads_weights(update: InPlaceUpdate, average: str, live: str) -> bool:
+        if {update.source_method, update.shadow_method} & set(WEIGHT_METHODS):
+            return True
+        words = {*tokens(average), *tokens(live)}
+        return bool(words & {"param", "params", "parameters", "model", "weights", "net"})
+
+    def _param_of(self, node: cst.BaseExpression | None) -> str | None:
+        if node is None:
+            return None
+        node = container_of(strip_tensor(node))
+        while (
+            isinstance(node, cst.Call)
+            and node.args
+            and dotted_name(node.func)
+            in (
+                "zip",
+                "list",
+                "iter",
+            )
+        ):
+            node = node.args[0].value
+        if not isinstance(node, cst.Name):
+            return None
+        for binding in self.resolver.bindings_of(node) or ():
+            if binding.kind == "param" and binding.param is not None:
+                return binding.param.name.value
+            if binding.kind == "assign" and binding.value is not None:
+                return self._param_of(binding.value)
+        return None
+
+    def _stepper(
+        self, function: cst.FunctionDef, name: str, is_class: bool
+    ) -> StepperSummary | None:
+        calls = [c for c in self.index.descendants(function, cst.Call) if isinstance(c, cst.Call)]
+        backward = any(
+            isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward" for c in calls
+        )
+        step_calls = [
+            c
+            for c in calls
+            if isinstance(c.func, cst.Attribute)
+            and c.func.attr.value == "step"
+            and self._steps_a_param(c)
+        ]
+        if not backward and not step_calls:
+            return None
+        if not step_calls and not is_class:
+            return None  # a loss function calling backward is not a step helper
+        params, kwonly, _ = _params(function, is_class)
+        condition = None
+        for call in step_calls:
+            for ancestor in self.index.ancestors(call):
+                if ancestor is function:
+                    break
+                if isinstance(ancestor, cst.If):
+                    names = {
+                        n.value
+                        for n in [ancestor.test, *self.index.descendants(ancestor.test, cst.Name)]
+                        if isinstance(n, cst.Name)
+                    }
+                    hit = [p for p in (*params, *kwonly) if p in names]
+                    if hit:
+                        condition = hit[0]
+                        break
+            if condition:
+                break
+        return self._at(
+            StepperSummary(
+                name,
+                0,
+                [*params, *kwonly],
+                backward,
+                bool(step_calls),
+                condition,
+                is_class,
+            ),
+            function,
+        )
+
+    def _steps_a_param(self, call: cst.Call) -> bool:
+        func = call.func
+        assert isinstance(func, cst.Attribute)
+        candidates = [func.value, *(a.value for a in call.args[:1])]
+        return any(
+            self._param_of(c) is not None and "optim" in self._code(c).lower() for c in candidates
+        )
+
+    def _class_stepper(self, cls: cst.ClassDef) -> StepperSummary | None:
+        call = self._methods(cls).get("__call__")
+        if call is None:
+            return None
+        return self._stepper(call, cls.name.value, True)
+
+    def _evaluator(self, function: cst.FunctionDef) -> EvaluatorSummary | None:
+        if not _EVAL_NAMES.search(function.name.value) and not any(
+            isinstance(c, cst.Call) and dotted_name(c.func) in _NO_GRAD
+            for c in self.index.descendants(function, cst.Call)
+        ):
+            return None
+        params = [p.name.value for p in _all_params(function)]
+        if not params:
+            return None
+        sites = self.ctx.get(EvaluationSites)
+        modes = self.ctx.get(ModeTracker)
+        unmoded = [p for p in params if sites.evaluates_param(function, p)]
+        sets_mode = [p for p in params if modes.param_sets_mode(function, p) is not None]
+        if not unmoded and not sets_mode:
+            return None
+        return self._at(
+            EvaluatorSummary(function.name.value, 0, params, unmoded, sets_mode), function
+        )
+
+    # Calls out ---------------------------------------------------------------------------------
+    def _calls(self) -> list[CallSummary]:
+        found: list[CallSummary] = []
+        if not self.objects.objects and not self.imports.aliases:
+            return found
+        for call in self.ctx.nodes(cst.Call):
+            names = self.imports.qualified_names(call.func)
+            if not names or names[0] in API_TABLE.by_name:
+                continue
+            callee = names[0]
+            position = 0
+            for arg in call.args:
+                if arg.star:
+                    break
+                evidence = self._evidence(arg.value)
+                if evidence is not None:
+                    found.append(
+                        self._at(
+                            CallSummary(
+                                callee,
+                                0,
+                                None if arg.keyword else position,
+                                arg.keyword.value if arg.keyword else None,
+                                evidence,
+                            ),
+                            call,
+                        )
+                    )
+                if arg.keyword is None:
+                    position += 1
+        return found
+
+    def _evidence(self, expr: cst.BaseExpression) -> str | None:
+        obj = self.objects.for_expression(expr) if self.objects.objects else None
+        if obj is not None:
+            if obj.spec is not None:
+                return f"api:{obj.spec.qualname}"
+            return f"copy:{obj.name}"
+        return self._constructor(expr, 0)
+
+    def _constructor(self, expr: cst.BaseExpression, depth: int) -> str | None:
+        if depth > 4:
+            return None
+        if isinstance(expr, cst.Call):
+            names = self.imports.qualified_names(expr.func)
+            if names:
+                return f"ctor:{names[0]}"
+            if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("to", "cuda"):
+                return self._constructor(expr.func.value, depth + 1)
+            return None
+        if isinstance(expr, cst.Name):
+            bindings = self.resolver.bindings_of(expr) or []
+            for binding in bindings:
+                if binding.kind == "assign" and binding.value is not None:
+                    found = self._constructor(binding.value, depth + 1)
+                    if found is not None:
+                        return found
+        if isinstance(expr, cst.IfExp):
+            return self._constructor(expr.body, depth + 1) or self._constructor(
+                expr.orelse, depth + 1
+            )
+        return None
+
+
+def _unwrap(expr: cst.BaseExpression, complement: bool) -> tuple[cst.BaseExpression, bool]:
+    """``1 - x`` (``1.0 - x``, in parentheses) as the complement of ``x``."""
+    while (
+        isinstance(expr, cst.BinaryOperation)
+        and isinstance(expr.operator, cst.Subtract)
+        and isinstance(expr.left, (cst.Integer, cst.Float))
+        and float(expr.left.value) == 1.0
+    ):
+        expr, complement = expr.right, not complement
+    return expr, complement
+
+
+def _jsonable(value: Any) -> bool:
+    return value is None or isinstance(value, (int, float, str, bool))
+
+
+def _is_cpu(node: cst.BaseExpression) -> bool:
+    text = _code_of(node).replace("'", '"')
+    return text in ('"cpu"', 'torch.device("cpu")')
+
+
+def _code_of(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)

@@ -1,0 +1,51 @@
+"""The other files a lint of one file read (the project's modules it imports or is called
+from), with their content hashes: the results cache stores them with the findings, and a
+stored result counts only while each of them is unchanged. Imports no libcst: the warm path
+checks dependencies with a stat and, when the stat changed, a hash."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping
+
+_READ: dict[str, dict[str, str]] = {}
+_DIGESTS: dict[str, tuple[tuple[int, int], str | None]] = {}
+MAX_RECORDS = 1024
+
+
+def record(path: str, used: Mapping[str, str]) -> None:
+    """What the lint of ``path`` read besides it (path -> content hash)."""
+    key = os.path.abspath(path)
+    _READ.pop(key, None)
+    while len(_READ) >= MAX_RECORDS:  # front ends that never take them (flake8, the API)
+        del _READ[next(iter(_READ))]
+    _READ[key] = dict(used)
+
+
+def take(path: str) -> dict[str, str]:
+    """The files recorded for ``path`` (once: the next lint records afresh)."""
+    return _READ.pop(os.path.abspath(path), {})
+
+
+def digest(path: str) -> str | None:
+    """The content hash of a file now (None: gone or unreadable), memoized by stat."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    signature = (st.st_mtime_ns, st.st_size)
+    known = _DIGESTS.get(path)
+    if known is not None and known[0] == signature:
+        return known[1]
+    try:
+        with open(path, "rb") as handle:
+            found: str | None = hashlib.sha256(handle.read()).hexdigest()
+    except OSError:
+        found = None
+    _DIGESTS[path] = (signature, found)
+    return found
+
+
+def unchanged(used: Mapping[str, str]) -> bool:
+    return all(digest(path) == value for path, value in used.items())

@@ -1,0 +1,166 @@
+"""Module summaries: what other modules need, as plain data (never a syntax tree)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import libcst as cst
+
+from ema_lint.analysis.project.summaries import ModuleSummary, summarize
+
+
+def _summary(code: str) -> ModuleSummary:
+    return summarize(cst.parse_module(textwrap.dedent(code)), "<test>")
+
+
+MODEL_EMA = """
+import math
+from copy import deepcopy
+
+import torch
+
+
+class ModelEMA:
+    def __init__(self, model, decay=0.9999, tau=2000, device=None):
+        self.ema = deepcopy(model).eval()
+        if device is not None:
+            self.ema.to(device=device)
+        self.updates = 0
+        self.decay = lambda x: decay * (1 - math.exp(-x / tau))
+
+    def update(self, model):
+        with torch.no_grad():
+            self.updates += 1
+            d = self.decay(self.updates)
+            msd = model.state_dict()
+            for k, v in self.ema.state_dict().items():
+                if v.dtype.is_floating_point:
+                    v *= d
+                    v += (1 - d) * msd[k].detach()
+"""
+
+
+def test_a_deepcopy_class_is_summarised_with_its_decay_and_placement() -> None:
+    [found] = _summary(MODEL_EMA).classes
+    assert found.name == "ModelEMA" and found.structure == "deepcopy"
+    assert (found.weight, found.side, found.weight_default) == ("decay", "decay", 0.9999)
+    assert (found.ramp, found.ramp_param, found.ramp_default) == ("exp_tau", "tau", 2000.0)
+    assert found.params == ["model", "decay", "tau", "device"]
+    assert found.device == "device" and not found.cpu and not found.half
+    assert found.buffers == "yes" and found.eval_on_init and found.model_copy == "ema"
+    assert found.update_methods == ["update"]
+    assert found.line == 8  # the text starts with a newline
+
+
+def test_a_shadow_dict_class_and_its_protocol() -> None:
+    [found] = _summary(
+        """
+        class EMA:
+            def __init__(self, model, momentum=0.001):
+                self.model = model
+                self.momentum = momentum
+                self.shadow = {}
+                self.backup = {}
+
+            def register(self):
+                for name, param in self.model.named_parameters():
+                    self.shadow[name] = param.data.clone()
+
+            def update(self):
+                for name, param in self.model.named_parameters():
+                    self.shadow[name].mul_(1 - self.momentum).add_(param.data, alpha=self.momentum)
+
+            def apply_shadow(self):
+                for name, param in self.model.named_parameters():
+                    self.backup[name] = param.data
+                    param.data = self.shadow[name]
+
+            def restore(self):
+                for name, param in self.model.named_parameters():
+                    param.data = self.backup[name]
+        """
+    ).classes
+    assert found.structure == "shadow-dict"
+    assert (found.weight, found.side, found.weight_default) == ("momentum", "momentum", 0.001)
+    assert found.apply_methods == ["apply_shadow"] and found.restore_methods == ["restore"]
+    assert found.buffers == "no"
+
+
+def test_a_metric_average_is_no_averaging_class() -> None:
+    summary = _summary(
+        """
+        class EMA:
+            def __init__(self, decay=0.9):
+                self.decay = decay
+                self.shadow = 0.0
+
+            def update(self, value):
+                self.shadow = self.decay * self.shadow + (1.0 - self.decay) * value
+        """
+    )
+    assert summary.classes == []
+
+
+def test_update_step_and_evaluation_helpers() -> None:
+    summary = _summary(
+        """
+        import torch
+
+        def update_ema(target_params, source_params, rate=0.99):
+            for targ, src in zip(target_params, source_params):
+                targ.detach().mul_(rate).add_(src, alpha=1 - rate)
+
+        def ema_update_dict(values, updates, decay):
+            for k, v in updates.items():
+                values[k] = decay * values[k] + (1 - decay) * v
+
+        class Scaler:
+            def __call__(self, loss, optimizer, update_grad=True):
+                loss.backward()
+                if update_grad:
+                    optimizer.step()
+
+        @torch.no_grad()
+        def evaluate(model, loader):
+            return [model(x) for x in loader]
+        """
+    )
+    [updater] = summary.updaters
+    assert (updater.name, updater.average, updater.live, updater.rate) == (
+        "update_ema",
+        "target_params",
+        "source_params",
+        "rate",
+    )
+    assert (updater.side, updater.rate_default) == ("decay", 0.99)
+    [stepper] = summary.steppers
+    assert stepper.is_class and stepper.backward and stepper.step
+    assert stepper.condition == "update_grad"
+    assert stepper.params == ["loss", "optimizer", "update_grad"]
+    [evaluator] = summary.evaluators
+    assert evaluator.name == "evaluate" and evaluator.unmoded == ["model"]
+
+
+def test_calls_passing_averaging_objects_are_recorded() -> None:
+    summary = _summary(
+        """
+        from timm.utils import ModelEmaV2
+        from engine import train_one_epoch
+        from utils.ema import ModelEMA
+
+        def main(model, loader):
+            model_ema = ModelEmaV2(model)
+            local = ModelEMA(model)
+            train_one_epoch(model, loader, model_ema, ema=local)
+        """
+    )
+    evidence = {(c.callee, c.position, c.keyword, c.evidence) for c in summary.calls}
+    assert ("engine.train_one_epoch", 2, None, "api:timm.utils.ModelEmaV2") in evidence
+    assert ("engine.train_one_epoch", None, "ema", "ctor:utils.ema.ModelEMA") in evidence
+
+
+def test_a_summary_is_plain_json_and_reads_back() -> None:
+    summary = _summary(MODEL_EMA)
+    text = json.dumps(summary.to_json())
+    assert ModuleSummary.from_json(json.loads(text)) == summary
