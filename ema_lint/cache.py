@@ -43,7 +43,7 @@ import stat
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +76,8 @@ _IGNORE = b"# Created by ema-lint: nothing here belongs in git.\n*\n"
 _BUILD = re.compile(r"[0-9A-Za-z.+!_-]+-[0-9a-f]{12}-libcst[0-9A-Za-z.+!_-]+-py[0-9]+\Z")
 _SHARD = re.compile(r"[0-9a-f]{2}\Z")
 _ENTRY = re.compile(r"[0-9a-f]{62}\Z")
+SUMMARIES = "summaries"  # module summaries of the project model, in a build folder
+_SUMMARY = re.compile(r"[0-9a-f]{62}\.json\Z")
 _DIGEST = re.compile(r"[0-9a-f]{64}\Z")
 _TEMP = re.compile(r"\.(.+)\.[a-z0-9_]{8}\.tmp\Z")  # what _write_atomic leaves when killed
 TEMP_AGE = 3600.0  # a temporary file older than this belongs to no running writer
@@ -431,6 +433,14 @@ class Cache:
                 os.utime(path, follow_symlinks=os.utime not in os.supports_follow_symlinks)
 
     # Writing ----------------------------------------------------------------------------------
+    def summaries_folder(self) -> Path | None:
+        """Where the project's module summaries of this build are kept: ``summaries/`` in
+        this build's folder, pruned with it (None when the cache cannot be written)."""
+        if not self._prepare():
+            return None
+        assert self.root is not None
+        return self.root / SUMMARIES
+
     def _prepare(self) -> bool:
         if self._ready:
             return self._writable
@@ -561,18 +571,42 @@ def _sweep(build: str | Path, now: float, limit: float | None) -> None:
         remove_files(entries, own_files)
     else:
         remove_files([e for e in entries if _TEMP.match(e.name)], own_files)
+    _sweep_shards(shards, remove_files, _ENTRY, everything)
+    summaries = next(
+        (e for e in entries if e.name == SUMMARIES and e.is_dir(follow_symlinks=False)), None
+    )
+    if summaries is not None:
+        try:
+            with os.scandir(summaries.path) as listing:
+                inner = [
+                    e for e in listing if _SHARD.match(e.name) and e.is_dir(follow_symlinks=False)
+                ]
+        except OSError:
+            inner = []
+        _sweep_shards(inner, remove_files, _SUMMARY, everything)
+        if everything:
+            with contextlib.suppress(OSError):
+                os.rmdir(summaries.path)
+    if everything:
+        with contextlib.suppress(OSError):
+            os.rmdir(build)
+
+
+def _sweep_shards(
+    shards: list[os.DirEntry],
+    remove_files: Callable[[Iterable[os.DirEntry], re.Pattern], None],
+    names: re.Pattern,
+    everything: bool,
+) -> None:
     for shard in shards:
         try:
             with os.scandir(shard.path) as listing:
-                remove_files(list(listing), _ENTRY)
+                remove_files(list(listing), names)
         except OSError:
             continue
         if everything:
             with contextlib.suppress(OSError):
                 os.rmdir(shard.path)  # fails, as it should, if anything else is in it
-    if everything:
-        with contextlib.suppress(OSError):
-            os.rmdir(build)
 
 
 class StatIndex:

@@ -292,10 +292,11 @@ def _summaries_in(cache: Cache | None) -> None:
     if _SUMMARIES_SET:
         return
     _SUMMARIES_SET = True
-    if cache is not None:
+    folder = cache.summaries_folder() if cache is not None else None
+    if folder is not None:
         from .analysis.project.model import use_directory
 
-        use_directory(str(cache.directory / "summaries" / cache.build))
+        use_directory(str(folder))
 
 
 def _load_engine() -> None:

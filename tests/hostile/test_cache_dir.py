@@ -193,3 +193,23 @@ def test_which_folder_the_cache_owns(tmp_path: Path) -> None:
     (tmp_path / "plain").mkdir()
     plain = stat.S_IMODE((tmp_path / "plain").stat().st_mode)
     assert stat.S_IMODE((mine / ".ema_lint_cache").stat().st_mode) == plain  # not private
+
+
+def test_project_summaries_live_in_the_build_folder_and_are_pruned_with_it(tmp_path: Path) -> None:
+    """The project model's summaries sit in the cache's own build folder, under a layout
+    the pruner knows, so an old build's summaries go with it and nothing else does."""
+    from ema_lint.cache import SUMMARIES, Cache
+
+    cache = Cache(tmp_path / "c", build="ema-lint-0.1.0-0123456789ab-libcst1.1-py311")
+    folder = cache.summaries_folder()
+    assert folder is not None and folder.parent == cache.root and folder.name == SUMMARIES
+    entry = folder / "ab" / ("c" * 62 + ".json")
+    entry.parent.mkdir(parents=True)
+    entry.write_text("{}")
+    keep = folder / "ab" / "notes.txt"
+    keep.write_text("mine")
+    old = time.time() - 400 * 86400
+    os.utime(entry, (old, old))
+    cache.prune(now=time.time() + 2 * 86400)
+    assert not entry.exists()
+    assert keep.read_text() == "mine"
