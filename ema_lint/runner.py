@@ -66,7 +66,7 @@ def read_source(path: Path) -> bytes:
 def _decode_for_diff(data: bytes) -> list[str]:
     from . import engine
 
-    return engine.source_lines(data).text.splitlines(keepends=True)
+    return engine.source_lines(data).lines()
 
 
 def unified_diff(path: str, old: bytes, new: bytes) -> str:
