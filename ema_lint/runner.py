@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from .cache import Cache, StatIndex, content_hash, portable, settings_key
 from .config import Settings
+from .decoding import text_for_matching
 from .diagnostics import Diagnostic
 from .discovery import discover
 from .file_settings import FileSettings
@@ -193,7 +194,7 @@ def _settle(
     python = path.suffix in PYTHON_SUFFIXES
     if file_settings.prefilter and python:
         prefilter = _prefilter(file_settings)
-        if not prefilter.matches(data):
+        if not prefilter.matches(text_for_matching(data)):
             return FileOutcome(display), f"skip:{prefilter.fingerprint}"
     if cache is None:
         return None, None
