@@ -41,6 +41,7 @@ import libcst as cst
 
 from .. import engine, registry
 from ..analysis.apis import API_TABLE, ApiSpec
+from ..decoding import text_for_matching
 from ..diagnostics import Diagnostic, EditKind, Fix, Position, TextEdit
 from ..engine import FileSettings
 from ..noqa import NoqaFilter, file_is_suppressed
@@ -588,7 +589,8 @@ class _Lint:
 
 
 def _relevant(data: bytes | str) -> bool:
-    raw = data if isinstance(data, bytes) else data.encode("utf-8", "replace")
+    seen = text_for_matching(data)  # a UTF-16 file holds its triggers as other bytes
+    raw = seen if isinstance(seen, bytes) else seen.encode("utf-8", "replace")
     return any(trigger in raw for trigger in TRIGGERS)
 
 

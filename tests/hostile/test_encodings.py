@@ -100,3 +100,10 @@ def test_indentation_python_accepts_but_libcst_does_not_names_the_line(run, proj
     assert line.startswith("train.py:4:1: EMA901 cannot parse: libcst's tokenizer stops here (")
     assert "Syntax Error @ 1:1" not in line
     assert line.endswith("the indentation mixes tabs and spaces: indent with spaces only")
+
+
+def test_a_utf16_yaml_config_is_not_passed_silently(run, project: Path) -> None:
+    text = "ema:\n  _target_: timm.utils.ModelEmaV2\n  decay: 0.99\n"
+    (project / "c.yaml").write_bytes(b"\xff\xfe" + text.encode("utf-16-le"))
+    result = run("c.yaml", cwd=project)
+    assert result.code == 1 and "c.yaml:1:1: EMA901 cannot decode as UTF-8" in result.out
