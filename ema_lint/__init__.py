@@ -13,8 +13,8 @@ The Python API, for editors and other tools::
 ``path`` names the file the source comes from: it selects the per-file configuration
 (``per-file-ignores``) and the kind of source: a path ending in ``.ipynb`` reads ``source`` as
 a notebook's JSON (findings carry their ``cell``; ``fix`` returns the notebook's JSON), and
-``.yaml``/``.yml`` as a training config (with the ``yaml`` extra installed). Any other path,
-or none, is Python.
+``.yaml``/``.yml`` as a training config (Lightning CLI, Hydra). Any other path, or none, is
+Python.
 """
 
 from __future__ import annotations
@@ -119,8 +119,8 @@ def check(
 
     ``select``/``ignore`` take codes, prefixes or rule names; ``options`` maps a rule (code or
     name) to its options, e.g. ``{"EMA101": {"min": 0.99}}``. Configuration files are read
-    only if ``config`` names one. Raises ``ValueError`` for an unknown rule or option, and
-    ``ImportError`` for a YAML path when the ``yaml`` extra is not installed.
+    only if ``config`` names one. Raises ``ValueError`` for an unknown rule or option; a
+    file that cannot be read (invalid YAML, a syntax error) is an ``EMA901`` finding.
     """
     from . import engine, sources
 

@@ -28,6 +28,7 @@ from .analysis.index import ModuleIndex
 from .analysis.project.admission import imports_averaging
 from .analysis.project.model import ProjectLink
 from .analysis.project.model import parsed as parsed_for_summary
+from .decoding import bom_encoding, bom_message, text_for_matching
 from .diagnostics import Diagnostic, Fix, Position, Related, TextEdit
 from .file_settings import FileSettings
 from .fixer import apply_fixes, fix_span, keep_original_lines, text_edit
@@ -85,6 +86,9 @@ def _internal(code: str, path: str, message: str, line: int = 1, column: int = 1
 
 
 def _parse_error(path: str, data: bytes | str, error: BaseException) -> Diagnostic:
+    bom = bom_encoding(data) if isinstance(data, bytes) else None
+    if bom is not None:
+        return _internal("EMA901", path, bom_message(bom))
     if isinstance(error, cst.ParserSyntaxError):
         # Python's own message is clearer ("'(' was never closed"); libcst's lists tokens.
         python = _python_syntax_error(data)
@@ -96,6 +100,10 @@ def _parse_error(path: str, data: bytes | str, error: BaseException) -> Diagnost
         line, column = error.raw_line, error.raw_column + 1
         if found:
             line, column, text = int(found.group(1)), int(found.group(2)), found.group(3)
+        elif str(error.message).startswith("tokenizer error"):
+            # libcst's tokenizer names no position ("Syntax Error @ 1:1") for what CPython
+            # accepts, mostly indentation that mixes tabs and spaces: say where it stops.
+            return _tokenizer_error(path, data, str(error.message))
         if len(text) > 100:
             text = text[:97] + "..."
         return _internal("EMA901", path, f"cannot parse: {text}", line, column)
@@ -107,6 +115,34 @@ def _parse_error(path: str, data: bytes | str, error: BaseException) -> Diagnost
             return decoding_error_diagnostic(path, *decoding)
         return _internal("EMA901", path, f"cannot decode: {_one_line(error)}")
     return _internal("EMA901", path, f"cannot parse: {type(error).__name__}: {_one_line(error)}")
+
+
+def _tokenizer_error(path: str, data: bytes | str, message: str) -> Diagnostic:
+    lines = source_lines(data).lines()
+    low, high = 1, max(len(lines), 1)  # the first prefix of ``high`` lines that fails
+    while low < high:
+        middle = (low + high) // 2
+        if _tokenizer_fails("".join(lines[:middle])):
+            high = middle
+        else:
+            low = middle + 1
+    line = lines[high - 1] if lines else ""
+    indent = line[: len(line) - len(line.lstrip(" \t\f"))]
+    why = message.removeprefix("tokenizer error: ")
+    text = f"cannot parse: libcst's tokenizer stops here ({why}), although Python accepts it"
+    if "\t" in indent and " " in indent:
+        text += "; the indentation mixes tabs and spaces: indent with spaces only"
+    return _internal("EMA901", path, text, high, 1)
+
+
+def _tokenizer_fails(text: str) -> bool:
+    try:
+        cst.parse_module(text)
+    except cst.ParserSyntaxError as error:
+        return str(error.message).startswith("tokenizer error")
+    except Exception:
+        return False
+    return False
 
 
 def _decoding_error(data: bytes | str) -> tuple[str, int, int, str] | None:
@@ -184,7 +220,7 @@ def analyze(
     analysis = Analysis(path, data, [])
     if (
         settings.prefilter
-        and not _prefilter_for(rules).matches(data)
+        and not _prefilter_for(rules).matches(text_for_matching(data))
         and not imports_averaging(path, data)
     ):
         return analysis

@@ -9,6 +9,7 @@ the requested nodes. It also yields the module's text, which is what the offsets
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
@@ -112,6 +113,16 @@ class LineIndex:
     @property
     def line_count(self) -> int:
         return len(self.starts)
+
+    def lines(self) -> list[str]:
+        """The lines with their endings, split where the parser splits them: ``\\n``,
+        ``\\r\\n`` and ``\\r`` only (``str.splitlines`` also breaks at form feeds, U+2028
+        and ``\\x1c``, which would misnumber a diff's hunks)."""
+        text, starts = self.text, self.starts
+        found = [text[start:end] for start, end in itertools.pairwise(starts)]
+        if starts[-1] < len(text):
+            found.append(text[starts[-1] :])
+        return found
 
 
 class PositionTable:

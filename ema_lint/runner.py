@@ -25,6 +25,7 @@ from . import dependencies
 from .analysis.project.admission import imports_averaging
 from .cache import Cache, StatIndex, content_hash, portable, settings_key
 from .config import Settings
+from .decoding import text_for_matching
 from .diagnostics import Diagnostic
 from .discovery import discover
 from .file_settings import FileSettings
@@ -78,7 +79,7 @@ def read_source(path: Path) -> bytes:
 def _decode_for_diff(data: bytes) -> list[str]:
     from . import engine
 
-    return engine.source_lines(data).text.splitlines(keepends=True)
+    return engine.source_lines(data).lines()
 
 
 def unified_diff(path: str, old: bytes, new: bytes) -> str:
@@ -213,7 +214,7 @@ def _settle(
     python = path.suffix in PYTHON_SUFFIXES
     if file_settings.prefilter and python:
         prefilter = _prefilter(file_settings)
-        if not prefilter.matches(data) and not imports_averaging(display, data):
+        if not prefilter.matches(text_for_matching(data)) and not imports_averaging(display, data):
             return FileOutcome(display), f"skip:{prefilter.fingerprint}"
     if cache is None:
         return None, None

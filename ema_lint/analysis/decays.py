@@ -30,7 +30,7 @@ from .averaging import AveragingObject, AveragingObjects, Use
 from .context import FileContext
 from .run_length import RunLength, RunLengths
 from .updates import Coefficient, InPlaceUpdate, InPlaceUpdates
-from .values import Value, ValueResolver
+from .values import Value, ValueResolver, literal_number
 
 # The virtual API of a hand-written update: its weight is read from the update itself.
 HAND_MADE = ApiSpec("hand-made EMA update", Role.EMA_MODEL)
@@ -459,7 +459,7 @@ def _carrier(coefficient: Coefficient, side: Side) -> tuple[cst.BaseExpression, 
         isinstance(expr, cst.BinaryOperation)
         and isinstance(expr.operator, cst.Subtract)
         and isinstance(expr.left, (cst.Integer, cst.Float))
-        and float(expr.left.value) == 1.0
+        and literal_number(expr.left) == 1  # 1, 1.0, 0x1, 1_0e-1
     ):
         expr = expr.right
         side = Side.NEW if side is Side.OLD else Side.OLD

@@ -37,7 +37,7 @@ def format_count(value: float) -> str:
 def format_number(value: float) -> str:
     """A decay or momentum as people write it: 0.9999, 1e-05, 0.99 (no float noise)."""
     text = f"{value:.10g}"
-    if "e" not in text and "." not in text and value != int(value):
+    if "e" not in text and "." not in text and math.isfinite(value) and value != int(value):
         text = repr(value)
     return text
 

@@ -74,10 +74,15 @@ class Value:
 
     @property
     def number(self) -> float | None:
+        """The value as a finite float, else None (a string, or a number no float holds)."""
         v = self.value
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             return None
-        return float(v)
+        try:
+            number = float(v)
+        except OverflowError:
+            return None
+        return number if math.isfinite(number) else None
 
 
 _BINARY: dict[type, Callable[[float, float], float]] = {
@@ -89,6 +94,10 @@ _BINARY: dict[type, Callable[[float, float], float]] = {
     cst.Modulo: operator.mod,
     cst.Power: operator.pow,
 }
+
+# Folding is bounded: an integer operand or result wider than this is unknown (it is no
+# training setting, and ``10**10**10`` would take forever), and so is a non-finite float.
+MAX_INT_BITS = 4096
 
 _MATH_FUNCTIONS: dict[str, Callable[..., float]] = {
     "math.exp": math.exp,
@@ -141,14 +150,38 @@ def literal_number(node: cst.BaseExpression) -> int | float | None:
         return None if inner is None else -inner
     if isinstance(node, (cst.Integer, cst.Float)):
         try:
-            return node.evaluated_value
+            number = node.evaluated_value
         except (ValueError, SyntaxError):
             return None
+        return number if _bounded(number) else None
     return None
 
 
 def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _bounded(value: object) -> bool:
+    """False for the numbers folding treats as unknown: ``inf``, ``nan``, huge integers."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, int):
+        return value.bit_length() <= MAX_INT_BITS
+    return True
+
+
+def _fold(op: Callable[[float, float], float], left: float, right: float) -> object:
+    """``op(left, right)``, or None when its result would exceed the bounds (unknown)."""
+    if not (_bounded(left) and _bounded(right)):
+        return None
+    if isinstance(left, int) and isinstance(right, int):
+        bits = max(abs(left).bit_length(), 1)
+        if op is operator.pow and right > 0 and abs(left) > 1 and bits * right > MAX_INT_BITS:
+            return None
+        if op is operator.mul and bits + abs(right).bit_length() > MAX_INT_BITS + 1:
+            return None
+    result = op(left, right)
+    return result if _bounded(result) else None
 
 
 def _string(node: cst.CSTNode | None) -> str | None:
@@ -232,11 +265,13 @@ class ValueResolver:
 
     # Public ---------------------------------------------------------------------------------
     def resolve(self, node: cst.BaseExpression) -> Value | None:
-        """The static value of ``node``, or None when it is unknown."""
+        """The static value of ``node``, or None when it is unknown (``inf``, ``nan`` and
+        integers no float holds are unknown: no rule has to expect them)."""
         try:
-            return self._resolve(node, 0)
+            value = self._resolve(node, 0)
         except RecursionError:
             return None
+        return value if value is None or _bounded(value.value) else None
 
     def number(self, node: cst.BaseExpression) -> float | None:
         value = self.resolve(node)
@@ -417,10 +452,10 @@ class ValueResolver:
         if right is None or not _is_number(right.value):
             return None
         try:
-            result = op(left.value, right.value)  # type: ignore[arg-type]
+            result = _fold(op, left.value, right.value)  # type: ignore[arg-type]
         except (ArithmeticError, ValueError, OverflowError):
             return None
-        if isinstance(result, complex) or (isinstance(result, float) and not math.isfinite(result)):
+        if result is None or isinstance(result, complex):
             return None
         form = left.form or right.form
         if isinstance(node.operator, cst.Power) and left.value in (0.5, 2):
@@ -451,7 +486,7 @@ class ValueResolver:
             result = function(*(v.value for v in values))  # type: ignore[union-attr]
         except (ArithmeticError, ValueError, TypeError, OverflowError):
             return None
-        if not _is_number(result) or (isinstance(result, float) and not math.isfinite(result)):
+        if not _is_number(result) or not _bounded(result):
             return None
         via = next((v.via for v in values if v and v.via), "")
         origin = values[0].origin if len(values) == 1 and name in ("float", "int") else None

@@ -20,7 +20,11 @@ class UnparseableFile(InternalRule):
     text in the file's declared encoding (a NUL byte: a binary file), or nesting deeper than
     the parser can follow (more than 200 nested brackets or 100 levels of indentation, as
     in CPython, or expressions chained hundreds of operators deep). Files over 2 MB are not
-    parsed either: they are generated code or data, and would take minutes.
+    parsed either: they are generated code or data, and would take minutes. A YAML config
+    is not read when it is invalid YAML, its aliases refer to themselves or expand to more
+    than 100,000 nodes (an alias bomb), or it is over 1 MB. A UTF-16 or UTF-32 file holding
+    averaging code is reported too: Python reads source as UTF-8 unless a coding line says
+    otherwise (PEP 263).
 
     ## Why it matters
     Nothing in the file was checked, so any averaging bug in it goes unseen. The message

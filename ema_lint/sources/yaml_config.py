@@ -17,14 +17,16 @@ so that comments and layout are kept, then checked by loading the result again. 
 trailing ``**_from_code`` says what is true of a config: code may pass more arguments
 (``instantiate(cfg.ema, model=model)``), so an absent argument is unknown, not a default.
 
-Nested objects become nested calls; Lightning's top-level ``trainer`` section becomes a
+A file that is one object (a Hydra config-group file: ``_target_`` at the top level) is a
+call too. Nested objects become nested calls; Lightning's top-level ``trainer`` section becomes a
 ``Trainer(...)`` call in a Lightning CLI file (its callbacks included); OmegaConf
 interpolations (``${model.ema_decay}``) become module constants, so a finding through one
 names it and its fix edits the value where it is written.
 
 Well-known keys (``ema_decay: 0.99``) are judged only where their meaning is clear: see
-``WELL_KNOWN``. The ruamel.yaml parser is the optional ``yaml`` extra; without it YAML files
-that could hold a finding are skipped with a one-line note.
+``WELL_KNOWN``. The files are read by ``yaml_nodes`` (PyYAML's composer: exact positions,
+nothing constructed, aliases and merge keys resolved once and bounded); a file it refuses
+is one EMA901 finding and the run goes on.
 """
 
 from __future__ import annotations
@@ -39,15 +41,14 @@ import libcst as cst
 
 from .. import engine, registry
 from ..analysis.apis import API_TABLE, ApiSpec
+from ..decoding import text_for_matching
 from ..diagnostics import Diagnostic, EditKind, Fix, Position, TextEdit
 from ..engine import FileSettings
 from ..noqa import NoqaFilter, file_is_suppressed
 from ..positions import LineIndex
 from . import SourceOutcome
+from .yaml_nodes import Span, YamlError, YamlMap, load
 
-MISSING_EXTRA = (
-    "YAML configs were not checked: install the yaml extra (pip install 'ema-lint[yaml]')"
-)
 TRIGGERS = (
     b"class_path",
     b"_target_",
@@ -117,14 +118,6 @@ _HYDRA_RESERVED = re.compile(r"^_\w+_$")
 _INTERPOLATION = re.compile(r"^\$\{([A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*)\}$")
 
 
-def available() -> bool:
-    try:
-        import ruamel.yaml  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 # Where a synthetic token came from ---------------------------------------------------------
 @dataclass
 class Spot:
@@ -169,55 +162,11 @@ class Translation:
         return None
 
 
-class _Text:
-    """The YAML text's lines, for scalar extents."""
-
-    def __init__(self, text: str) -> None:
-        self.index = LineIndex(text)
-
-    def extent(self, line0: int, col0: int, flow: bool) -> tuple[Position, Position, str]:
-        line = self.index.line_text(line0 + 1)
-        rest = line[col0:]
-        length = _scalar_length(rest, flow)
-        start = Position(line0 + 1, col0 + 1)
-        return start, Position(line0 + 1, col0 + 1 + length), rest[:length]
-
-
-def _scalar_length(rest: str, flow: bool) -> int:
-    if not rest:
-        return 0
-    quote = rest[0]
-    if quote in "'\"":
-        i = 1
-        while i < len(rest):
-            if quote == '"' and rest[i] == "\\":
-                i += 2
-                continue
-            if rest[i] == quote:
-                if quote == "'" and rest[i + 1 : i + 2] == "'":
-                    i += 2
-                    continue
-                return i + 1
-            i += 1
-        return len(rest)
-    end = len(rest)
-    comment = re.search(r"\s#", rest)
-    if comment:
-        end = comment.start()
-    colon = re.search(r":(\s|$)", rest[:end])
-    if colon:
-        end = colon.start()
-    if flow:
-        stop = re.search(r"[,\]}]", rest[:end])
-        if stop:
-            end = stop.start()
-    return len(rest[:end].rstrip())
-
-
 # The translation -----------------------------------------------------------------------
 class _Builder:
     def __init__(self, text: str, documents: list[Any]) -> None:
-        self.text = _Text(text)
+        self.source = text
+        self.lines = LineIndex(text)
         self.documents = documents
         self.imports: dict[str, str] = {}  # qualname -> local name
         self.constants: list[tuple[str, str, Spot]] = []  # name, literal, spot
@@ -249,28 +198,19 @@ class _Builder:
         return name
 
     # Spots ------------------------------------------------------------------------------
-    def _flow(self, container: Any) -> bool:
-        fa = getattr(container, "fa", None)
-        return bool(fa is not None and fa.flow_style())
+    def _spot(self, kind: str, doc: int, path: tuple[Any, ...], span: Span, value: Any) -> Spot:
+        start = self.lines.position(span.start)
+        if _is_collection(value):
+            return Spot(kind, doc, path, start, start, "", value)
+        end = self.lines.position(span.end)
+        return Spot(kind, doc, path, start, end, self.source[span.start : span.end], value)
 
     def value_spot(self, doc: int, path: tuple[Any, ...], container: Any, key: Any) -> Spot:
-        from ruamel.yaml.comments import CommentedMap
-
-        value = container[key]
-        if isinstance(container, CommentedMap):
-            line0, col0 = container.lc.value(key)
-        else:
-            line0, col0 = container.lc.item(key)
-        if _is_collection(value):
-            start = Position(line0 + 1, col0 + 1)
-            return Spot("value", doc, (*path, key), start, start, "", value)
-        start, end, text = self.text.extent(line0, col0, self._flow(container))
-        return Spot("value", doc, (*path, key), start, end, text, value)
+        spans = container.value_spans if isinstance(container, YamlMap) else container.spans
+        return self._spot("value", doc, (*path, key), spans[key], container[key])
 
     def key_spot(self, doc: int, path: tuple[Any, ...], container: Any, key: Any) -> Spot:
-        line0, col0 = container.lc.key(key)
-        start, end, text = self.text.extent(line0, col0, self._flow(container))
-        return Spot("key", doc, (*path, key), start, end, text, key)
+        return self._spot("key", doc, (*path, key), container.key_spans[key], key)
 
     # Values -----------------------------------------------------------------------------
     def emit_value(
@@ -380,10 +320,13 @@ class _Builder:
         self.newline()
         self.write(_INDENT * depth + ")")
 
-    def object_spot(self, doc: int, path: tuple[Any, ...], mapping: Any, fallback: Spot) -> Spot:
+    def object_spot(
+        self, doc: int, path: tuple[Any, ...], mapping: Any, fallback: Spot | None
+    ) -> Spot:
         for key in ("class_path", "_target_"):
             if key in mapping:
                 return self.value_spot(doc, path, mapping, key)
+        assert fallback is not None
         return fallback
 
     # Statements -------------------------------------------------------------------------
@@ -398,6 +341,13 @@ class _Builder:
                 continue
             self.lightning = any(True for _ in _objects(root, ()) if "class_path" in _[1])
             for path, mapping in _api_objects(root, self.lightning):
+                if not path:  # the file is the object (a Hydra config-group file)
+                    spot = self.object_spot(doc, (), mapping, None)
+                    name = _object_name(mapping)
+                    self.statement(
+                        lambda m=mapping, q=name, s=spot, d=doc: self.emit_call(d, (), m, q, 0, s)
+                    )
+                    continue
                 if path == ("trainer",) and _object_name(mapping) is None:
                     spot = self.key_spot(doc, (), root, "trainer")
                     self.statement(
@@ -526,24 +476,35 @@ def _known_spec(mapping: Any) -> ApiSpec | None:
     return None if name is None else API_TABLE.get(name)
 
 
-def _objects(node: Any, path: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    """Every mapping of the tree with its path, parents first."""
+def _objects(
+    node: Any, path: tuple[Any, ...], seen: set[int] | None = None
+) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """Every mapping of the tree with its path, parents first; an aliased one once."""
+    seen = set() if seen is None else seen
+    if not _is_collection(node) or id(node) in seen:
+        return
+    seen.add(id(node))
     if isinstance(node, dict):
         yield path, node
         for key, value in node.items():
-            yield from _objects(value, (*path, key))
-    elif isinstance(node, list):
+            yield from _objects(value, (*path, key), seen)
+    else:
         for i, value in enumerate(node):
-            yield from _objects(value, (*path, i))
+            yield from _objects(value, (*path, i), seen)
 
 
 def _api_objects(root: Any, lightning: bool) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    """Mappings to translate as top-level statements: known APIs (and Lightning's trainer)."""
+    """Mappings to translate as top-level statements: known APIs (and Lightning's trainer),
+    the root too (a Hydra config-group file is one object); an aliased one once."""
+    seen: set[int] = set()
 
     def walk(node: Any, path: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...], Any]]:
+        if not _is_collection(node) or id(node) in seen:
+            return
+        seen.add(id(node))
         if isinstance(node, dict):
             trainer = lightning and path == ("trainer",) and _object_name(node) is None
-            if path and (_known_spec(node) is not None or trainer):
+            if _known_spec(node) is not None or trainer:
                 if trainer and not _contains_known(node):
                     return
                 yield path, node
@@ -593,27 +554,8 @@ def _arguments(
 
 
 # Loading --------------------------------------------------------------------------------
-class YamlError(Exception):
-    def __init__(self, message: str, line: int = 1, column: int = 1) -> None:
-        super().__init__(message)
-        self.line = line
-        self.column = column
-
-
-def _load(text: str) -> list[Any]:
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import MarkedYAMLError, YAMLError
-
-    yaml = YAML(typ="rt")
-    try:
-        return list(yaml.load_all(text))
-    except MarkedYAMLError as error:
-        mark = error.problem_mark or error.context_mark
-        problem = error.problem or error.context or "invalid YAML"
-        line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
-        raise YamlError(f"invalid YAML: {problem}", line, column) from None
-    except (YAMLError, RecursionError, ValueError) as error:
-        raise YamlError(f"invalid YAML: {error}".splitlines()[0]) from None
+def _load(text: str, size: int | None = None) -> list[Any]:
+    return load(text, size=size)
 
 
 def _decode(data: bytes | str) -> str:
@@ -647,13 +589,14 @@ class _Lint:
 
 
 def _relevant(data: bytes | str) -> bool:
-    raw = data if isinstance(data, bytes) else data.encode("utf-8", "replace")
+    seen = text_for_matching(data)  # a UTF-16 file holds its triggers as other bytes
+    raw = seen if isinstance(seen, bytes) else seen.encode("utf-8", "replace")
     return any(trigger in raw for trigger in TRIGGERS)
 
 
 def _lint(data: bytes | str, path: str, settings: FileSettings) -> _Lint:
     text = _decode(data)
-    documents = _load(text)
+    documents = _load(text, len(data))
     result = _Lint(text, [], {})
     if settings.noqa and file_is_suppressed(text):
         return result
@@ -661,10 +604,15 @@ def _lint(data: bytes | str, path: str, settings: FileSettings) -> _Lint:
     analysis = engine.analyze(translation.code, path, settings)
     noqa = NoqaFilter(LineIndex(text)) if settings.noqa else None
     positions = analysis.positions
+    reported: set[tuple[str, Position, Position, str]] = set()
     for diagnostic in analysis.diagnostics:
         mapped = _map(diagnostic, translation)
         if mapped is None:
             continue
+        seen = (mapped.code, mapped.start, mapped.end, mapped.message)
+        if seen in reported:
+            continue  # an object used twice through an alias: one finding where it is written
+        reported.add(seen)
         if noqa is not None and noqa.suppressed(mapped.code, mapped.name, mapped.line, None):
             continue
         edits = _fix_edits(diagnostic.fix, translation, positions) if diagnostic.fix else None
@@ -908,6 +856,32 @@ def _encode(text: str, like: bytes | str) -> bytes:
     return (b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8")
 
 
+def _guarded(path: str, settings: FileSettings, work) -> SourceOutcome:
+    """``work()``, with a file ema-lint cannot read (or its own bug) as one finding."""
+    try:
+        return work()
+    except YamlError as error:
+        return SourceOutcome([] if "EMA901" in settings.ignored else [_unparseable(path, error)])
+    except RecursionError:
+        error = YamlError("not read: nested deeper than ema-lint follows")
+        return SourceOutcome([] if "EMA901" in settings.ignored else [_unparseable(path, error)])
+    except Exception as error:  # a bug of ours must not end the run for the other files
+        if "EMA902" in settings.ignored:
+            return SourceOutcome()
+        start = Position(1, 1)
+        message = (
+            f"the YAML reader crashed on this file: {type(error).__name__}: "
+            f"{_first_line(error)}; please report this bug"
+        )
+        name = registry.by_code()["EMA902"].name
+        return SourceOutcome([Diagnostic("EMA902", name, message, path, start, start)])
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
 class YamlSource:
     suffixes = (".yaml", ".yml")
 
@@ -916,41 +890,37 @@ class YamlSource:
     ) -> SourceOutcome:
         if not _relevant(data):
             return SourceOutcome()
-        if not available():
-            return SourceOutcome(note=MISSING_EXTRA)
-        try:
+
+        def work() -> SourceOutcome:
             lint = _lint(data, path, settings)
-        except YamlError as error:
-            return SourceOutcome(
-                [] if "EMA901" in settings.ignored else [_unparseable(path, error)]
-            )
-        return SourceOutcome(_with_text_edits(lint) if text_edits else lint.diagnostics)
+            return SourceOutcome(_with_text_edits(lint) if text_edits else lint.diagnostics)
+
+        return _guarded(path, settings, work)
 
     def fix(
         self, data: bytes, path: str, settings: FileSettings, *, text_edits: bool = False
     ) -> SourceOutcome:
-        if not _relevant(data) or not available():
+        if not _relevant(data):
             return self.lint(data, path, settings, text_edits=text_edits)
-        try:
+
+        def work() -> SourceOutcome:
             original, text, applied, diagnostics = _fix(data, path, settings)
-        except YamlError as error:
-            return SourceOutcome(
-                [] if "EMA901" in settings.ignored else [_unparseable(path, error)]
-            )
-        if text_edits:
-            lint = _lint(text, path, settings)
-            errors = [d for d in diagnostics if d.code == "EMA903"]
-            diagnostics = sorted([*_with_text_edits(lint), *errors], key=Diagnostic.sort_key)
-        fixed = _encode(text, data) if text != original else None
-        return SourceOutcome(diagnostics, fixed=fixed, applied=applied if fixed else 0)
+            if text_edits:
+                lint = _lint(text, path, settings)
+                errors = [d for d in diagnostics if d.code == "EMA903"]
+                diagnostics = sorted([*_with_text_edits(lint), *errors], key=Diagnostic.sort_key)
+            fixed = _encode(text, data) if text != original else None
+            return SourceOutcome(diagnostics, fixed=fixed, applied=applied if fixed else 0)
+
+        return _guarded(path, settings, work)
 
     def diff(self, path: str, old: bytes, new: bytes) -> str:
         import difflib
 
         return "".join(
             difflib.unified_diff(
-                _decode(old).splitlines(True),
-                _decode(new).splitlines(True),
+                LineIndex(_decode(old)).lines(),
+                LineIndex(_decode(new)).lines(),
                 fromfile=path,
                 tofile=path,
             )

@@ -8,7 +8,7 @@ import pytest
 
 import ema_lint
 from ema_lint import Applicability, Diagnostic, FixResult, Position
-from ema_lint.sources import yaml_config
+from ema_lint.sources import yaml_nodes
 from tests.samples import BAD, GOOD
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,11 +67,13 @@ def test_config_file_is_read_only_when_named(tmp_path: Path) -> None:
     assert ema_lint.check(BAD, path=str(tmp_path / "train.py")) != []
 
 
-def test_yaml_without_the_extra_raises_import_error(monkeypatch) -> None:
-    monkeypatch.setattr(yaml_config, "available", lambda: False)
+def test_yaml_needs_no_extra_and_a_broken_install_is_a_finding(monkeypatch) -> None:
     text = "ema:\n  _target_: timm.utils.ModelEmaV2\n  decay: 0.99\n"
-    with pytest.raises(ImportError, match="ema-lint\\[yaml\\]"):
-        ema_lint.check(text, path="c.yaml")
+    assert [d.code for d in ema_lint.check(text, path="c.yaml")] == ["EMA101"]
+    monkeypatch.setattr(yaml_nodes, "_yaml", lambda: None)
+    (d,) = ema_lint.check(text, path="c.yaml")
+    assert d.code == "EMA901"
+    assert d.message == "not read: PyYAML is not installed (pip install PyYAML)"
 
 
 def test_the_package_is_typed() -> None:

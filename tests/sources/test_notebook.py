@@ -321,10 +321,10 @@ def test_settings_type_is_the_engines() -> None:
 
 def test_pre_commit_hooks_pass_notebooks() -> None:
     identify = pytest.importorskip("identify.identify")
-    from ruamel.yaml import YAML
+    import yaml
 
     root = Path(__file__).resolve().parents[2]
-    hooks = YAML(typ="safe").load((root / ".pre-commit-hooks.yaml").read_text())
+    hooks = yaml.safe_load((root / ".pre-commit-hooks.yaml").read_text())
     assert "jupyter" in identify.tags_from_filename("train.ipynb")
     for hook in hooks:
         assert {"python", "pyi", "jupyter"} <= set(hook["types_or"]), hook["id"]

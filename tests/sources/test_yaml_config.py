@@ -13,9 +13,7 @@ from ema_lint.config import Settings
 from ema_lint.diagnostics import Applicability, Edit, Fix
 from ema_lint.engine import FileSettings
 from ema_lint.rule import Rule
-from ema_lint.sources import yaml_config
-
-pytest.importorskip("ruamel.yaml")
+from ema_lint.sources import yaml_config, yaml_nodes
 
 LIGHTNING_BAD = """\
 # Lightning CLI: python train.py fit --config this.yaml
@@ -199,17 +197,15 @@ def test_yaml_without_any_trigger_is_never_parsed(run, project: Path) -> None:
     assert run("ci.yml", cwd=project).code == 0
 
 
-def test_missing_extra_is_a_note_not_an_error(run, project: Path, monkeypatch) -> None:
-    monkeypatch.setattr(yaml_config, "available", lambda: False)
+def test_without_pyyaml_a_config_is_an_error_never_a_pass(run, project: Path, monkeypatch) -> None:
+    # PyYAML is a dependency: a broken install that lacks it must not print "All checks passed!"
+    monkeypatch.setattr(yaml_nodes, "_yaml", lambda: None)
     (project / "a.yaml").write_text(LIGHTNING_BAD)
-    (project / "b.yaml").write_text(HYDRA_BAD)
     (project / "ci.yml").write_text("on: [push]\n")
     result = run(".", cwd=project)
-    assert result.code == 0
-    notes = [line for line in result.out.splitlines() if line.startswith("note:")]
-    assert notes == [f"note: {yaml_config.MISSING_EXTRA}"]
-    document = json.loads(run("--output-format", "json", ".", cwd=project).out)
-    assert document["notes"] == [yaml_config.MISSING_EXTRA] and document["errors"] == []
+    assert result.code == 1 and "All checks passed!" not in result.out
+    assert "a.yaml:1:1: EMA901 not read: PyYAML is not installed (pip install PyYAML)" in result.out
+    assert "ci.yml" not in result.out
 
 
 def test_json_output_has_text_edits_in_yaml_coordinates(run, project: Path) -> None:
