@@ -1057,7 +1057,13 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1085,7 +1091,13 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1099,7 +1111,13 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1109,7 +1127,13 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1122,7 +1146,13 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1135,7 +1165,13 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1145,7 +1181,13 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1160,7 +1202,13 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1170,7 +1218,13 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1187,7 +1241,13 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1200,7 +1260,13 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1210,7 +1276,13 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1226,7 +1298,13 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1236,7 +1314,13 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1251,7 +1335,13 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1265,7 +1355,13 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1275,7 +1371,13 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1285,7 +1387,13 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1298,7 +1406,13 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1308,7 +1422,13 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1332,7 +1452,13 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1373,7 +1499,11 @@ RULES = (
         triggers=(),
         trigger_groups=(
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                ),
                 (
                     identifier("EMAHook"),
                     identifier("ExpMomentumEMA"),
@@ -1396,7 +1526,11 @@ RULES = (
                 ),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                ),
                 (
                     identifier("AveragedModel"),
                     identifier("get_ema_avg_fn"),
@@ -1405,12 +1539,20 @@ RULES = (
                 (b"torch",),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                ),
                 (identifier("EMA"),),
                 (b"flax",),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                ),
                 (
                     identifier("EMA"),
                     identifier("EMAOptimizer"),
@@ -1418,7 +1560,11 @@ RULES = (
                 (b"nemo",),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                ),
                 (
                     identifier("EMA"),
                     identifier("PostHocEMA"),
@@ -1426,12 +1572,20 @@ RULES = (
                 (b"ema_pytorch",),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                ),
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                ),
                 (
                     identifier("EMAHook"),
                     identifier("ExponentialMovingAverage"),
@@ -1441,12 +1595,20 @@ RULES = (
                 (b"mmengine",),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                ),
                 (identifier("EMAModel"),),
                 (b"diffusers",),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                ),
                 (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
@@ -1458,7 +1620,11 @@ RULES = (
                 ),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                ),
                 (identifier("ExpMomentumEMA"),),
                 (
                     b"mmdet",
@@ -1466,12 +1632,20 @@ RULES = (
                 ),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                ),
                 (identifier("ExponentialMovingAverage"),),
                 (b"torch_ema",),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                ),
                 (
                     identifier("ExponentialMovingAverage"),
                     identifier("use_ema"),
@@ -1482,12 +1656,20 @@ RULES = (
                 ),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                ),
                 (identifier("LitEma"),),
                 (b"ldm",),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                ),
                 (identifier("ModelEMA"),),
                 (
                     b"ultralytics",
@@ -1497,7 +1679,11 @@ RULES = (
                 ),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                ),
                 (
                     identifier("ModelEma"),
                     identifier("ModelEmaV2"),
@@ -1506,17 +1692,29 @@ RULES = (
                 (b"timm",),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                ),
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                ),
                 (identifier("polyak_update"),),
                 (b"stable_baselines3",),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                ),
                 (identifier("update_ema"),),
                 (
                     b"guided_diffusion",
@@ -1524,12 +1722,20 @@ RULES = (
                 ),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                ),
                 (identifier("use_ema"),),
                 (b"keras",),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                ),
                 (identifier("deepcopy"),),
                 (
                     Names(b"ema_lint.analysis.vocabulary:averaged_identifier"),
@@ -1548,7 +1754,11 @@ RULES = (
                 ),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                ),
                 (
                     b"parameters",
                     b"state_dict",

@@ -113,13 +113,21 @@ class UpdateIgnoresAccumulation(Rule):
     summary = "Average updated on every micro-batch while the optimizer steps every N"
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.SAFE
-    # Loop findings need a backward pass in the module; framework findings name their
-    # accumulation setting. Either AND an averaging object or update.
+    # Loop findings need a backward pass (or a step helper that runs it) in the module;
+    # framework findings a Lightning hook or their accumulation setting. Either AND an
+    # averaging object or update.
     triggers = ()
     trigger_groups = requiring(
         (
             b"backward(",
+            b"scaler(",  # timm's loss_scaler(loss, optimizer, update_grad=...)
+            b"update_params(",  # mmengine's optim_wrapper.update_params(loss)
             b"accumulate_grad_batches",
+            # Lightning's per-batch hooks, reported without an accumulation setting
+            b"training_step",
+            b"on_train_batch_",
+            b"on_before_backward",
+            b"on_after_backward",
             b"gradient_accumulation_steps",
             b"accumulative_counts",
         ),
@@ -141,10 +149,10 @@ class UpdateIgnoresAccumulation(Rule):
             if self._loops.train_loops:
                 for update in obj.updates:
                     finding = self._loops.runs_per_micro_batch(update)
-                    if finding is None or id(finding.anchor.node) in seen:
+                    if finding is None or id(finding.at) in seen:
                         continue
-                    seen.add(id(finding.anchor.node))
-                    self._report_loop(obj, finding, keep | {id(finding.anchor.node)})
+                    seen.add(id(finding.at))
+                    self._report_loop(obj, finding, keep | {id(finding.at)})
             self._framework(obj, seen)
 
     # Training loops ------------------------------------------------------------------------
@@ -158,11 +166,43 @@ class UpdateIgnoresAccumulation(Rule):
                 "optimizer step"
             )
         elif finding.kind == "accumulate":
-            how = "under `accelerator.accumulate()` without `if accelerator.sync_gradients:`"
+            assert isinstance(where, cst.With)
+            how = self._accumulate_how(finding, where)
+        elif finding.kind == "helper":
+            helper = self.ctx.code(finding.step.func) if finding.step is not None else "helper"
+            test = f"`if {self._test(where)}:`" if isinstance(where, cst.If) else "a condition"
+            how = f"while `{helper}()` steps the optimizer only under {test}"
+        elif finding.kind == "keyword":
+            assert isinstance(where, cst.Arg) and where.keyword is not None
+            how = (
+                "while the step helper steps the optimizer only when "
+                f"`{where.keyword.value}={self.ctx.code(where.value)}`"
+            )
+        elif finding.kind == "engine":
+            how = (
+                "after the DeepSpeed engine's `step()`, which steps the optimizer only at "
+                "gradient-accumulation boundaries (`is_gradient_accumulation_boundary()`)"
+            )
+        elif finding.kind == "wrapper":
+            how = (
+                "after mmengine's `update_params()`, which steps the optimizer only every "
+                "accumulative_counts iterations (`should_update()`)"
+            )
         else:
             how = "inside the micro-batch loop, while the optimizer steps after it"
         message = f"{obj.name} is updated on every micro-batch, {how}: {self._effect(obj, count)}"
-        self.report(finding.anchor.node, message, self._fix(obj, finding, keep))
+        self.report(finding.at, message, self._fix(obj, finding, keep))
+
+    def _accumulate_how(self, finding: MicroBatchFinding, block: cst.With) -> str:
+        item = block.items[0].item
+        context = self.ctx.code(item.func) if isinstance(item, cst.Call) else "accumulate"
+        where = "under" if self.ctx.index.contains(block, finding.at) else "after"
+        if context.endswith(".accumulate"):
+            return f"{where} `{context}()` without `if accelerator.sync_gradients:`"
+        return (
+            f"{where} `{context}()`, whose micro-batches only accumulate gradients, without "
+            "a check that the optimizer stepped"
+        )
 
     def _test(self, guard: cst.If) -> str:
         return self.ctx.code(guard.test)
@@ -200,20 +240,24 @@ class UpdateIgnoresAccumulation(Rule):
 
     def _fix(self, obj: AveragingObject, finding: MicroBatchFinding, keep) -> Fix | None:
         placement = self._placement
-        loop = finding.anchor.loop
-        node = finding.anchor.node
+        loop = finding.scope if finding.scope is not None else finding.anchor.loop
+        node = finding.at
         if finding.kind == "accumulate":
             block = finding.where
             assert isinstance(block, cst.With)
             accelerator = placement.accumulate_owner(block)
-            moved = placement.movable(node, keep, within=block)
+            inside = self.ctx.index.contains(block, node)
+            moved = placement.movable(node, keep, within=block if inside else loop)
             if accelerator is None or moved is None:
                 return None
             wrapped = wrap_in_if(moved, cst.Attribute(accelerator, cst.Name("sync_gradients")))
             return Fix.safe(
                 "Update the average only when gradients sync", Edit.replace(moved, wrapped)
             )
-        if finding.kind == "guard":
+        if finding.kind != "loop":
+            if finding.kind != "guard" or not self.ctx.index.contains(loop, finding.where):
+                # gated inside a helper or by the call itself: no place to move to
+                return None
             step = finding.step
             moved = placement.movable(node, keep, within=loop)
         else:
@@ -240,14 +284,28 @@ class UpdateIgnoresAccumulation(Rule):
             if id(anchor) in seen:
                 continue
             seen.add(id(anchor))
+            advice = (
+                "update it in `on_before_zero_grad` or an `optimizer_step` override, check "
+                "that `trainer.global_step` changed, or use Lightning's EMAWeightAveraging "
+                "callback"
+            )
+            if setting is None:
+                self.report(
+                    anchor,
+                    f"{obj.name} is updated in Lightning's `{hook.name.value}`, which runs on "
+                    "every batch, not on every optimizer step: this is harmless only while "
+                    "the Trainer's accumulate_grad_batches is 1; with N > 1 the average moves "
+                    f"N times per optimizer step (its decay is effectively raised to the power "
+                    f"N); {advice}",
+                )
+                continue
             count = self._count_text(setting)
             self.report(
                 anchor,
                 f"{obj.name} is updated in Lightning's `{hook.name.value}`, which runs on every "
-                f"batch, while the Trainer accumulates gradients over {count}: the average "
-                "moves several times per optimizer step (its decay is effectively raised to "
-                "that power); update it in `on_before_zero_grad` or an `optimizer_step` "
-                "override, or use Lightning's EMAWeightAveraging callback",
+                f"batch, while the Trainer accumulates gradients over {count} "
+                "(accumulate_grad_batches): the average moves several times per optimizer "
+                f"step (its decay is effectively raised to that power); {advice}",
             )
         for bound, setting in hooks.optimizer_ema_accumulation(obj):
             if id(bound.call) in seen:

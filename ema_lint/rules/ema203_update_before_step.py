@@ -89,7 +89,7 @@ class UpdateBeforeStep(Rule):
     fix_applicability = Applicability.SAFE
     triggers = ()
     # a training loop needs a backward pass, AND an averaging object or update
-    trigger_groups = requiring((b"backward(",), AVERAGING_EVIDENCE)
+    trigger_groups = requiring((b"backward(", b"scaler(", b"update_params("), AVERAGING_EVIDENCE)
     requires = (AveragingObjects, TrainingLoops)
 
     def finish(self) -> None:
@@ -97,7 +97,7 @@ class UpdateBeforeStep(Rule):
         if not objects.objects:
             return
         loops = self.ctx.get(TrainingLoops)
-        if not loops.train_loops:
+        if not loops.step_calls:
             return
         placement = Placement(loops)
         keep = {id(u) for o in objects.objects for u in o.updates}
@@ -173,7 +173,9 @@ class UpdateBeforeStep(Rule):
         for ancestor in index.ancestors(found.node):
             if ancestor is within:
                 break
-            if isinstance(ancestor, cst.BaseCompoundStatement) and index.contains(ancestor, target):
+            if isinstance(ancestor, (cst.BaseCompoundStatement, cst.Else)) and index.contains(
+                ancestor, target
+            ):
                 within = ancestor
                 break
         moved = placement.movable(found.node, keep, within=within)
