@@ -32,7 +32,7 @@ _SCALER_NAME = re.compile(r"scaler", re.IGNORECASE)
 _ACCUMULATION_WORDS = re.compile(
     r"(accum|sync_gradients|update_freq|grad_acc|gradient_acc|iters_to_accumulate|"
     r"optimizer_step|should_step|do_step|took_step|step_now|is_update_step|need_update|"
-    r"update_grad|should_update|gradient_accumulation_boundary)",
+    r"update_grad|should_update|gradient_accumulation_boundary|has_updated|mini_step)",
     re.IGNORECASE,
 )
 # Keywords of a step helper that say whether this call steps (timm's NativeScaler
@@ -78,7 +78,8 @@ class StepSummary:
     node): "guard" (an accumulation ``if`` or early exit around the step, ``node`` the
     ``If``), "accumulate" (under ``accelerator.accumulate()``, the ``With``), "keyword"
     (``update_grad=...``, the ``Arg``), "engine" (DeepSpeed's ``engine.step()``), "wrapper"
-    (mmengine's ``update_params``), "helper" (a function whose own step is gated; ``node``
+    (mmengine's ``update_params``), "multisteps" (``optax.apply_updates`` of an
+    ``optax.MultiSteps`` optimizer), "helper" (a function whose own step is gated; ``node``
     is that function's gate).
     """
 
@@ -240,11 +241,15 @@ class TrainingLoops:
         external = self.external_summary(call)
         if external is not None and external.backpropagates:
             return True
+        if isinstance(func, cst.Name) and func.value == "value_and_grad":
+            return True
         if not isinstance(func, cst.Attribute):
             return False
         name = func.attr.value
         if name == "backward":
             return True
+        if name in ("grad", "value_and_grad") and dotted_name(func.value) == "jax":
+            return True  # JAX: the gradient transformation is the backward pass
         if name == "update_params":  # mmengine's OptimWrapper: backward, then step
             receiver = _last_identifier(func.value)
             return bool(receiver and "optim" in receiver.lower())
@@ -295,6 +300,10 @@ class TrainingLoops:
             return False
         if method == "update_params":
             return "optim" in receiver.lower()
+        if method == "apply_updates":  # optax: the update is applied to the parameters here
+            return receiver == "optax"
+        if method == "apply_gradients":  # flax's TrainState
+            return True
         if method != "step":
             return False
         if self.is_engine(func.value):
@@ -552,6 +561,8 @@ class TrainingLoops:
                     return "engine", call
             elif method == "update_params" and self._setting_present("accumulative_counts"):
                 return "wrapper", call
+            elif method in ("apply_updates", "apply_gradients") and self._multi_steps():
+                return "multisteps", call
         if depth >= self.MAX_CALL_DEPTH:
             return None
         for target in self.local_targets(call):
@@ -564,6 +575,15 @@ class TrainingLoops:
                 assert gate is not None
                 return "helper", gate[1]
         return None
+
+    def _multi_steps(self) -> bool:
+        """The module accumulates with ``optax.MultiSteps``: the update it applies is zero on
+        all but every k-th call."""
+        if "MultiSteps" not in self._settings:
+            self._settings["MultiSteps"] = any(
+                _last_identifier(call.func) == "MultiSteps" for call in self.ctx.nodes(cst.Call)
+            )
+        return self._settings["MultiSteps"]
 
     def _setting_present(self, keyword: str) -> bool:
         """The module configures ``keyword`` (a keyword argument or a dict key) with a value
@@ -1126,6 +1146,14 @@ def accumulation_steps(ctx: FileContext, finding: MicroBatchFinding) -> tuple[in
                         return found
         count, _ = ctx.get(RunLengths).guard_interval(finding.step)
         return (count, str(count)) if count > 1 else None
+    if finding.kind == "multisteps":
+        for call in ctx.nodes(cst.Call):
+            for arg in call.args:
+                if arg.keyword is not None and arg.keyword.value == "every_k_schedule":
+                    found = number(arg.value)
+                    if found is not None:
+                        return found
+        return None
     if finding.kind in ("accumulate", "engine"):
         for call in ctx.nodes(cst.Call):
             for arg in call.args:

@@ -300,6 +300,8 @@ class UpdateIgnoresAccumulation(Rule):
             b"backward(",
             b"scaler(",  # timm's loss_scaler(loss, optimizer, update_grad=...)
             b"update_params(",  # mmengine's optim_wrapper.update_params(loss)
+            b"jax.grad(",  # JAX training steps (optax.MultiSteps accumulates)
+            b"value_and_grad(",
             b"accumulate_grad_batches",
             # Lightning's per-batch hooks, reported without an accumulation setting
             b"training_step",
@@ -365,6 +367,12 @@ class UpdateIgnoresAccumulation(Rule):
             how = (
                 "after mmengine's `update_params()`, which steps the optimizer only every "
                 "accumulative_counts iterations (`should_update()`)"
+            )
+        elif finding.kind == "multisteps":
+            how = (
+                "after the update of an `optax.MultiSteps` optimizer, which applies the "
+                "accumulated update only every k calls (zeros on the others; "
+                "`opt.has_updated(opt_state)` says which)"
             )
         else:
             how = "inside the micro-batch loop, while the optimizer steps after it"

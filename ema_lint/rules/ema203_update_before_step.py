@@ -237,7 +237,11 @@ class UpdateBeforeStep(Rule):
     fix_applicability = Applicability.SAFE
     triggers = ()
     # a training loop needs a backward pass, AND an averaging object or update
-    trigger_groups = requiring((b"backward(", b"scaler(", b"update_params("), AVERAGING_EVIDENCE)
+    # (or a call that runs it: timm's loss_scaler, mmengine's update_params, JAX's grad)
+    trigger_groups = requiring(
+        (b"backward(", b"scaler(", b"update_params(", b"jax.grad(", b"value_and_grad("),
+        AVERAGING_EVIDENCE,
+    )
     requires = (AveragingObjects, TrainingLoops)
 
     def finish(self) -> None:
