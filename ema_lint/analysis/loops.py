@@ -569,6 +569,8 @@ class TrainingLoops:
             inner = [c for c in self.calls_in(target) if self.steps(c)]
             if not inner:
                 continue
+            if any(self.iteration_loop(c, target) is not None for c in inner):
+                return None  # it runs a loop of steps (an epoch), not one step
             gates = [self.step_gate(c, target, depth + 1) for c in inner]
             if all(g is not None for g in gates):
                 gate = gates[0]
