@@ -90,9 +90,10 @@ class StepSummary:
 
 @dataclass(frozen=True, eq=False)
 class Anchor:
-    """Where a node is reached inside a training loop: itself, or a call leading to it."""
+    """Where a node is reached inside a training loop: itself, or a call leading to it
+    (``loop`` None: a step function run without a loop in the module)."""
 
-    loop: Loop
+    loop: Loop | None
     node: cst.CSTNode  # a node inside ``loop``'s own function (the node or a call leading to it)
     chain: tuple[cst.Call, ...] = ()  # calls from the loop's function down to the node
 
@@ -657,6 +658,20 @@ class TrainingLoops:
             found.append(call)
         return found
 
+    def call_chain(self, node: cst.CSTNode) -> list[cst.CSTNode]:
+        """``node`` and, while its function has one caller in the module, that call."""
+        chain = [node]
+        seen: set[int] = set()
+        fn = self.function_of(node)
+        while fn is not None and id(fn) not in seen and len(chain) <= self.MAX_CALL_DEPTH:
+            seen.add(id(fn))
+            callers = self.callers(fn)
+            if len(callers) != 1:
+                break
+            chain.append(callers[0])
+            fn = self.function_of(callers[0])
+        return chain
+
     def runs_per_micro_batch(self, node: cst.CSTNode) -> MicroBatchFinding | None:
         """Why ``node`` runs more often than the optimizer steps, or None if it does not.
 
@@ -669,11 +684,17 @@ class TrainingLoops:
         that backpropagates without stepping, or under ``accelerator.accumulate()``
         outside ``if accelerator.sync_gradients:``.
         """
-        for anchor in self.anchors(node):
+        anchors = self.anchors(node)
+        if not anchors and self.function_of(node) is not None:
+            # No loop in the module: a step function a framework calls once per batch (a
+            # Lightning training_step with manual optimisation), judged from its callers.
+            chain = self.call_chain(node)
+            anchors = [Anchor(None, chain[-1], tuple(reversed(chain[1:])))]  # type: ignore[arg-type]
+        for anchor in anchors:
             loop = anchor.loop
             levels: list[cst.CSTNode] = [node, *reversed(anchor.chain)]
             for here in levels:
-                at_loop = here is anchor.node
+                at_loop = loop is not None and here is anchor.node
                 scope: cst.CSTNode | None = loop if at_loop else self.function_of(here)
                 if self.guard_of(here, scope) is not None:
                     break  # runs once per optimizer step
@@ -870,7 +891,7 @@ class Placement:
             ([node, *reversed(anchor.chain)], anchor.node, anchor.loop) for anchor in anchors
         ]
         if not anchors:
-            chains.append((self._call_chain(node), None, None))
+            chains.append((loops.call_chain(node), None, None))
         for levels, loop_node, loop in chains:
             for here in levels:
                 fn = loops.function_of(here)
@@ -898,20 +919,6 @@ class Placement:
                 if at_loop:
                     break
         return None
-
-    def _call_chain(self, node: cst.CSTNode) -> list[cst.CSTNode]:
-        """``node`` and, while its function has one caller in the module, that call."""
-        chain = [node]
-        seen: set[int] = set()
-        fn = self.loops.function_of(node)
-        while fn is not None and id(fn) not in seen and len(chain) <= TrainingLoops.MAX_CALL_DEPTH:
-            seen.add(id(fn))
-            callers = self.loops.callers(fn)
-            if len(callers) != 1:
-                break
-            chain.append(callers[0])
-            fn = self.loops.function_of(callers[0])
-        return chain
 
     def _innermost_loop(self, node: cst.CSTNode, fn: cst.FunctionDef | None) -> Loop | None:
         for ancestor in self.index.ancestors(node):

@@ -326,7 +326,7 @@ class UpdateIgnoresAccumulation(Rule):
         for obj in objects.objects:
             if obj.use is Use.NOT_WEIGHTS:
                 continue
-            if self._loops.train_loops:
+            if self._loops.step_calls:
                 for update in obj.updates:
                     finding = self._loops.runs_per_micro_batch(update)
                     if finding is None or id(finding.at) in seen:
