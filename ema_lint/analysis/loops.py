@@ -463,9 +463,28 @@ class TrainingLoops:
                     break
                 if isinstance(ancestor, cst.If) and self.is_accumulation_guard(ancestor):
                     own.append(ancestor)
+        own = [guard for guard in own if not self._per_item(guard, scope)]
         if own:
             return own[0]
         return self.early_exit(node, scope)
+
+    def _per_item(self, guard: cst.If, scope: cst.CSTNode | None) -> bool:
+        """``guard`` sits in a small loop inside the iteration and tests that loop's item
+        (``for phase in phases: if batch_idx % phase.interval != 0: continue``): a
+        condition per item (StyleGAN's lazy regularisation), not an accumulation of the
+        whole iteration."""
+        fn = self.function_of(guard)
+        names = set(_identifiers(guard.test, self.index))
+        for ancestor in self.index.ancestors(guard):
+            if ancestor is scope or isinstance(ancestor, (cst.FunctionDef, cst.Module)):
+                return False
+            if (
+                isinstance(ancestor, cst.For)
+                and not self._backpropagates_in(ancestor, fn)
+                and _target_names(ancestor.target) & names
+            ):
+                return True
+        return False
 
     def early_exit(self, node: cst.CSTNode, scope: cst.CSTNode | None) -> cst.If | None:
         """An ``if <accumulation test>: continue`` (or ``break``/``return``) that comes
@@ -476,7 +495,11 @@ class TrainingLoops:
                 for statement in ancestor.body:
                     if statement is child or self.index.contains(statement, node):
                         break
-                    if isinstance(statement, cst.If) and self._exits(statement, node):
+                    if (
+                        isinstance(statement, cst.If)
+                        and self._exits(statement, node)
+                        and not self._per_item(statement, scope)
+                    ):
                         return statement
             if ancestor is scope or isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
                 break
@@ -685,7 +708,7 @@ class TrainingLoops:
         outside ``if accelerator.sync_gradients:``.
         """
         anchors = self.anchors(node)
-        if not anchors and self.function_of(node) is not None:
+        if not anchors and self.backward_calls and self.function_of(node) is not None:
             # No loop in the module: a step function a framework calls once per batch (a
             # Lightning training_step with manual optimisation), judged from its callers.
             chain = self.call_chain(node)
@@ -890,7 +913,7 @@ class Placement:
         chains: list[tuple[list[cst.CSTNode], cst.CSTNode | None, Loop | None]] = [
             ([node, *reversed(anchor.chain)], anchor.node, anchor.loop) for anchor in anchors
         ]
-        if not anchors:
+        if not anchors and loops.backward_calls:
             chains.append((loops.call_chain(node), None, None))
         for levels, loop_node, loop in chains:
             for here in levels:
