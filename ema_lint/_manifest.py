@@ -1092,7 +1092,15 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1120,7 +1128,15 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1134,7 +1150,15 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1144,7 +1168,15 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1157,7 +1189,15 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1170,7 +1210,15 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1180,7 +1228,15 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1195,7 +1251,15 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1205,7 +1269,15 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1222,7 +1294,15 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1235,7 +1315,15 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1245,7 +1333,15 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1261,7 +1357,15 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1271,7 +1375,15 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1286,7 +1398,15 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1300,7 +1420,15 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1310,7 +1438,15 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1320,7 +1456,15 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1333,7 +1477,15 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1343,7 +1495,15 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1367,7 +1527,15 @@ RULES = (
             (
                 (
                     b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
                     b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
@@ -1408,7 +1576,13 @@ RULES = (
         triggers=(),
         trigger_groups=(
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
                 (
                     identifier("EMAHook"),
                     identifier("ExpMomentumEMA"),
@@ -1431,7 +1605,13 @@ RULES = (
                 ),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
                 (
                     identifier("AveragedModel"),
                     identifier("get_ema_avg_fn"),
@@ -1440,12 +1620,24 @@ RULES = (
                 (b"torch",),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
                 (identifier("EMA"),),
                 (b"flax",),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
                 (
                     identifier("EMA"),
                     identifier("EMAOptimizer"),
@@ -1453,7 +1645,13 @@ RULES = (
                 (b"nemo",),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
                 (
                     identifier("EMA"),
                     identifier("PostHocEMA"),
@@ -1461,12 +1659,24 @@ RULES = (
                 (b"ema_pytorch",),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
                 (
                     identifier("EMAHook"),
                     identifier("ExponentialMovingAverage"),
@@ -1476,12 +1686,24 @@ RULES = (
                 (b"mmengine",),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
                 (identifier("EMAModel"),),
                 (b"diffusers",),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
                 (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
@@ -1493,7 +1715,13 @@ RULES = (
                 ),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
                 (identifier("ExpMomentumEMA"),),
                 (
                     b"mmdet",
@@ -1501,12 +1729,24 @@ RULES = (
                 ),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
                 (identifier("ExponentialMovingAverage"),),
                 (b"torch_ema",),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
                 (
                     identifier("ExponentialMovingAverage"),
                     identifier("use_ema"),
@@ -1517,12 +1757,24 @@ RULES = (
                 ),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
                 (identifier("LitEma"),),
                 (b"ldm",),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
                 (identifier("ModelEMA"),),
                 (
                     b"ultralytics",
@@ -1532,7 +1784,13 @@ RULES = (
                 ),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
                 (
                     identifier("ModelEma"),
                     identifier("ModelEmaV2"),
@@ -1541,17 +1799,35 @@ RULES = (
                 (b"timm",),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
                 (identifier("polyak_update"),),
                 (b"stable_baselines3",),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
                 (identifier("update_ema"),),
                 (
                     b"guided_diffusion",
@@ -1559,12 +1835,24 @@ RULES = (
                 ),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
                 (identifier("use_ema"),),
                 (b"keras",),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
                 (identifier("deepcopy"),),
                 (
                     Names(b"ema_lint.analysis.vocabulary:averaged_identifier"),
@@ -1583,7 +1871,13 @@ RULES = (
                 ),
             ),
             (
-                (b"backward(",),
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
                 (
                     b"parameters",
                     b"state_dict",

@@ -85,6 +85,21 @@ def examples(rule: type[Rule]) -> tuple[str | None, str | None]:
     return bad, good
 
 
+def shape_examples(rule: type[Rule]) -> list[tuple[str, str, str]]:
+    """The ``## Shapes`` section of a rule's docs: (title, reported code, silent code) for
+    each ``### title`` subsection, whose first fence is reported and second is not."""
+    found: list[tuple[str, str, str]] = []
+    for heading, body in _sections(rule.documentation()):
+        if heading != "Shapes":
+            continue
+        for part in body.split("\n### ")[1:]:
+            title, _, text = part.partition("\n")
+            fences = _FENCE.findall(text)
+            if len(fences) == 2:
+                found.append((title.strip(), fences[0], fences[1]))
+    return found
+
+
 def _sections(doc: str) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     current: str | None = None

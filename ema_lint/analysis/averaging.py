@@ -935,6 +935,7 @@ class AveragingObjects:
                     and ("__call__" in obj.spec.update_methods)
                 ):
                     obj.updates.append(call)
+        self._link_helper_updates()
         if self._may_update():
             for update in self.ctx.get(InPlaceUpdates).updates:
                 container = update.shadow_container
@@ -950,6 +951,25 @@ class AveragingObjects:
                 if obj is not None:
                     obj.weight_reassigned = True
                     obj.reasons.append(f"{self._code(target)} is assigned after construction")
+
+    def _link_helper_updates(self) -> None:
+        """``update_ema(ema, model, decay=...)``: a call of a function the module imports
+        (its body is in another file) whose name says it updates an average, given a
+        hand-made average: an update of that average where it is called."""
+        local = {fn.name.value for fn in self.ctx.nodes(cst.FunctionDef)}
+        for call in self.ctx.nodes(cst.Call):
+            func = call.func
+            name = func.value if isinstance(func, cst.Name) else None
+            if isinstance(func, cst.Attribute):
+                name = func.attr.value
+            if name is None or name in local or not _updates_an_average(name):
+                continue
+            for arg in call.args[:2]:
+                obj = self._refer(arg.value, 0)
+                if obj is not None and obj.spec is None:
+                    if call not in obj.updates:
+                        obj.updates.append(call)
+                    break
 
     def _attribute_writes(self) -> Iterator[tuple[cst.Attribute, cst.CSTNode]]:
         for node in self.ctx.nodes(cst.Assign):
@@ -1102,3 +1122,10 @@ class AveragingObjects:
 
     def _code(self, node: cst.CSTNode | None) -> str:
         return "" if node is None else cst.Module([]).code_for_node(node)
+
+
+def _updates_an_average(name: str) -> bool:
+    """``update_ema``, ``ema_update``, ``update_moving_average``: a helper's name that says
+    it moves an average towards the weights."""
+    words = [w.lower() for w in tokens(name)]
+    return "update" in words and any(w in ("ema", "average", "averages") for w in words)

@@ -59,6 +59,7 @@ class FrameworkHooks:
         self.index = ctx.index
         self.loops = ctx.get(TrainingLoops)
         self.resolver = ctx.get(ValueResolver)
+        self._class_table: dict[str, list[cst.ClassDef]] | None = None
         self.lightning_classes: list[cst.ClassDef] = [
             c for c in ctx.nodes(cst.ClassDef) if self._is_lightning(c)
         ]
@@ -69,19 +70,38 @@ class FrameworkHooks:
 
     # Lightning ---------------------------------------------------------------------------------
     def _is_lightning(self, cls: cst.ClassDef) -> bool:
+        return self._lightning_base(cls, _LIGHTNING_BASES, set()) is not None
+
+    def _lightning_base(
+        self, cls: cst.ClassDef, bases: tuple[str, ...], seen: set[int]
+    ) -> str | None:
+        """The Lightning base class ``cls`` derives from, through the module's own classes
+        (``class Base(pl.LightningModule)``, ``class Model(Base)``)."""
+        if id(cls) in seen:
+            return None
+        seen.add(id(cls))
         for base in cls.bases:
-            name = dotted_name(base.value) or ""
-            if name.rsplit(".", 1)[-1] in _LIGHTNING_BASES:
-                return True
-        return False
+            last = (dotted_name(base.value) or "").rsplit(".", 1)[-1]
+            if last in bases:
+                return last
+            for local in self._classes_named(last):
+                found = self._lightning_base(local, bases, seen)
+                if found is not None:
+                    return found
+        return None
+
+    def _classes_named(self, name: str) -> list[cst.ClassDef]:
+        if self._class_table is None:
+            self._class_table = {}
+            for node in self.ctx.nodes(cst.ClassDef):
+                self._class_table.setdefault(node.name.value, []).append(node)
+        return self._class_table.get(name, [])
 
     def is_lightning_module(self, cls: cst.ClassDef | None) -> bool:
-        """A ``LightningModule`` subclass (not a callback)."""
+        """A ``LightningModule`` subclass (not a callback), directly or through local bases."""
         if cls is None:
             return False
-        return any(
-            (dotted_name(b.value) or "").rsplit(".", 1)[-1] == "LightningModule" for b in cls.bases
-        )
+        return self._lightning_base(cls, ("LightningModule",), set()) is not None
 
     def lightning_hook(self, fn: cst.FunctionDef) -> bool:
         """``fn`` is a hook of a LightningModule or Lightning callback: a method Lightning
@@ -168,6 +188,18 @@ class FrameworkHooks:
                     return element.value
         return None
 
+    def _sets_at_most_one(self, keyword: str) -> bool:
+        """Every ``keyword=...`` argument of the module is known to be at most 1."""
+        found = False
+        for call in self.ctx.nodes(cst.Call):
+            for arg in call.args:
+                if arg.keyword is not None and arg.keyword.value == keyword:
+                    values = [v.number for v in self.resolver.possible(arg.value)]
+                    if not values or any(v is None or v > 1 for v in values):
+                        return False
+                    found = True
+        return found
+
     def _above_one(self, expr: cst.BaseExpression) -> bool:
         for value in self.resolver.possible(expr):
             number = value.number
@@ -177,14 +209,17 @@ class FrameworkHooks:
 
     def per_batch_updates(
         self, obj: AveragingObject
-    ) -> Iterator[tuple[cst.CSTNode, cst.FunctionDef, cst.BaseExpression]]:
-        """Updates of ``obj`` run by a per-batch Lightning hook while the module's Trainer
-        accumulates: (update, hook, the accumulate_grad_batches value)."""
+    ) -> Iterator[tuple[cst.CSTNode, cst.FunctionDef, cst.BaseExpression | None]]:
+        """Updates of ``obj`` run by a per-batch Lightning hook (``training_step``,
+        ``on_train_batch_end``, of a LightningModule or a callback) with no check that the
+        optimizer stepped: (update, hook, the module's accumulate_grad_batches value above
+        1, or None when the module does not set one: the accumulation setting usually
+        lives in another file or on the command line)."""
         if not self.lightning_classes or not obj.updates:
             return
         setting = self.accumulation_setting("accumulate_grad_batches")
-        if setting is None:
-            return
+        if setting is None and self._sets_at_most_one("accumulate_grad_batches"):
+            return  # the module's Trainer does not accumulate
         for update in obj.updates:
             for hook, here in self.hooks_reaching(update):
                 if hook.name.value not in PER_BATCH_HOOKS:

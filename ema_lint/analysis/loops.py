@@ -11,14 +11,15 @@ the module's own functions: a call of a local function that steps *is* a step at
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import libcst as cst
 
 from .context import FileContext
-from .names import dotted_name
+from .names import ImportTable, dotted_name
 from .optimizers import Optimizers
+from .values import ValueResolver
 
 Loop = cst.For | cst.While
 FunctionNode = cst.FunctionDef | cst.Lambda
@@ -30,9 +31,16 @@ _SCALER_NAME = re.compile(r"scaler", re.IGNORECASE)
 # Identifiers that make a condition an accumulation / sync guard.
 _ACCUMULATION_WORDS = re.compile(
     r"(accum|sync_gradients|update_freq|grad_acc|gradient_acc|iters_to_accumulate|"
-    r"optimizer_step|should_step|do_step|took_step|step_now|is_update_step|need_update)",
+    r"optimizer_step|should_step|do_step|took_step|step_now|is_update_step|need_update|"
+    r"update_grad|should_update|gradient_accumulation_boundary|has_updated|mini_step)",
     re.IGNORECASE,
 )
+# Keywords of a step helper that say whether this call steps (timm's NativeScaler
+# ``loss_scaler(loss, optimizer, update_grad=...)``, ``need_update=``).
+_GATE_KEYWORDS = ("update_grad", "need_update")
+# Context managers under which the micro-batch does not step (its gradients only accumulate).
+_ACCUMULATING_CONTEXTS = ("accumulate", "no_sync", "no_backward_sync")
+_ENGINE_NAME = re.compile(r"engine", re.IGNORECASE)
 _VALIDATION_FUNCTION = re.compile(
     r"(^|_)(val|valid|validate|validation|validate_\w+|eval|evaluate|evaluation|evaluator|"
     r"test|testing|inference|predict)(_|$)|validat|evaluat",
@@ -82,10 +90,31 @@ def _project_helpers(ctx: FileContext) -> tuple[set[int], set[int]]:
 
 
 @dataclass(frozen=True, eq=False)
-class Anchor:
-    """Where a node is reached inside a training loop: itself, or a call leading to it."""
+class StepSummary:
+    """What a call does to the optimizer, as far as accumulation is concerned.
 
-    loop: Loop
+    ``steps``: the call runs ``optimizer.step()`` (itself or through what it calls);
+    ``backpropagates``: it runs the backward pass; ``gate``: why the step it runs happens
+    only on some calls, or None when it steps on every call. ``gate`` is a pair (kind,
+    node): "guard" (an accumulation ``if`` or early exit around the step, ``node`` the
+    ``If``), "accumulate" (under ``accelerator.accumulate()``, the ``With``), "keyword"
+    (``update_grad=...``, the ``Arg``), "engine" (DeepSpeed's ``engine.step()``), "wrapper"
+    (mmengine's ``update_params``), "multisteps" (``optax.apply_updates`` of an
+    ``optax.MultiSteps`` optimizer), "helper" (a function whose own step is gated; ``node``
+    is that function's gate).
+    """
+
+    steps: bool
+    backpropagates: bool = False
+    gate: tuple[str, cst.CSTNode] | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Anchor:
+    """Where a node is reached inside a training loop: itself, or a call leading to it
+    (``loop`` None: a step function run without a loop in the module)."""
+
+    loop: Loop | None
     node: cst.CSTNode  # a node inside ``loop``'s own function (the node or a call leading to it)
     chain: tuple[cst.Call, ...] = ()  # calls from the loop's function down to the node
 
@@ -95,14 +124,28 @@ class TrainingLoops:
 
     MAX_CALL_DEPTH = 4
 
-    def __init__(self, ctx: FileContext) -> None:
+    def __init__(
+        self,
+        ctx: FileContext,
+        summaries: Callable[[cst.Call], StepSummary | None] | None = None,
+    ) -> None:
         self.ctx = ctx
         self.index = ctx.index
+        self.summaries = summaries
         self._optimizers: Optimizers | None = None
+        self._resolver: ValueResolver | None = None
+        self._deepspeed: bool | None = None
+        self._settings: dict[str, bool] = {}
+        self._backward_loops: dict[int, bool] = {}
         self.functions: list[cst.FunctionDef] = list(ctx.nodes(cst.FunctionDef))
         self._by_name: dict[str, list[cst.FunctionDef]] = {}
         for fn in self.functions:
             self._by_name.setdefault(fn.name.value, []).append(fn)
+        self._methods = {
+            name
+            for name, fns in self._by_name.items()
+            if fns and any(self.class_of(f) is not None for f in fns)
+        }
         self._callers: dict[int, list[cst.Call]] = {}
         self._local_calls: dict[int, list[cst.FunctionDef]] = {}
         self._calls_in: dict[int | None, list[cst.Call]] = {}
@@ -141,7 +184,8 @@ class TrainingLoops:
 
     @classmethod
     def build(cls, ctx: FileContext) -> TrainingLoops:
-        return cls(ctx)
+        # A project-wide model may attach summaries of other files' functions to the context.
+        return cls(ctx, getattr(ctx, "step_summaries", None))
 
     # Call graph ------------------------------------------------------------------------------
     def function_of(self, node: cst.CSTNode) -> cst.FunctionDef | None:
@@ -166,6 +210,15 @@ class TrainingLoops:
             methods = [f for f in self._by_name.get(func.attr.value, []) if self.class_of(f)]
             same_class = [f for f in methods if self.class_of(f) is caller_class]
             return same_class or methods
+        if isinstance(func, cst.Attribute) and func.attr.value in self._methods:
+            # ``trainer.step()`` after ``trainer = Trainer(...)``, ``self.helper.update()``.
+            if self._resolver is None:
+                self._resolver = self.ctx.get(ValueResolver)
+            cls = self._resolver.instance_class(func.value)
+            if cls is not None:
+                return [
+                    f for f in self._by_name.get(func.attr.value, []) if self.class_of(f) is cls
+                ]
         return []
 
     def local_targets(self, call: cst.Call) -> list[cst.FunctionDef]:
@@ -206,20 +259,66 @@ class TrainingLoops:
 
     # What a call is -------------------------------------------------------------------------
     def is_backward_call(self, call: cst.Call) -> bool:
-        """``loss.backward()``, ``accelerator.backward(loss)``, ``self.manual_backward(loss)``."""
+        """``loss.backward()``, ``accelerator.backward(loss)``, ``self.manual_backward(loss)``,
+        timm's ``loss_scaler(loss, optimizer)`` and mmengine's
+        ``optim_wrapper.update_params(loss)`` (backward and step in one call)."""
         func = call.func
+        if self.is_scaler_call(call):
+            return True
+        external = self.external_summary(call)
+        if external is not None and external.backpropagates:
+            return True
+        if isinstance(func, cst.Name) and func.value == "value_and_grad":
+            return True
         if not isinstance(func, cst.Attribute):
             return False
         name = func.attr.value
         if name == "backward":
             return True
+        if name in ("grad", "value_and_grad") and dotted_name(func.value) == "jax":
+            return True  # JAX: the gradient transformation is the backward pass
+        if name == "update_params":  # mmengine's OptimWrapper: backward, then step
+            receiver = _last_identifier(func.value)
+            return bool(receiver and "optim" in receiver.lower())
         return name == "manual_backward"
+
+    def is_scaler_call(self, call: cst.Call) -> bool:
+        """timm's NativeScaler/ApexScaler ``__call__``: ``loss_scaler(loss, optimizer, ...)``
+        runs the backward pass and the optimizer step, with no ``step`` at the call."""
+        name = _last_identifier(call.func)
+        if name is None or not _SCALER_NAME.search(name) or len(call.args) < 2:
+            return False
+        if any(
+            arg.keyword is not None and arg.keyword.value in _GATE_KEYWORDS for arg in call.args
+        ):
+            return True
+        second = call.args[1]
+        if second.keyword is not None and second.keyword.value != "optimizer":
+            return False
+        receiver = _last_identifier(second.value)
+        return bool(receiver and _OPTIMIZER_NAME.search(receiver))
+
+    def external_summary(self, call: cst.Call) -> StepSummary | None:
+        """What a call into another file does, when something outside this module knows.
+
+        The one place the loop model asks about a callee it cannot read: the module's own
+        functions are answered from their bodies; a project-wide model can answer for
+        functions of other files by setting ``summaries`` (a callable from a call to its
+        ``StepSummary``, or None when it does not know)."""
+        if self.summaries is None:
+            return None
+        return self.summaries(call)
 
     def is_step_call(self, call: cst.Call) -> bool:
         """An optimizer step: ``optimizer.step()``, ``scaler.step(optimizer)``,
         ``optim_wrapper.update_params(loss)``; ``sgd.step()`` when ``sgd`` is known to be an
         optimizer by where it was made (``analysis/optimizers.py``)."""
         func = call.func
+        if self.is_scaler_call(call):
+            return True
+        external = self.external_summary(call)
+        if external is not None and external.steps:
+            return True
         if not isinstance(func, cst.Attribute):
             return False
         method = func.attr.value
@@ -228,8 +327,14 @@ class TrainingLoops:
             return False
         if method == "update_params":
             return "optim" in receiver.lower()
+        if method == "apply_updates":  # optax: the update is applied to the parameters here
+            return receiver == "optax"
+        if method == "apply_gradients":  # flax's TrainState
+            return True
         if method != "step":
             return False
+        if self.is_engine(func.value):
+            return True
         if _SCALER_NAME.search(receiver) and call.args:
             return True
         if _OPTIMIZER_NAME.search(receiver) and not _NOT_OPTIMIZER.search(receiver):
@@ -237,6 +342,21 @@ class TrainingLoops:
         if self._optimizers is None:
             self._optimizers = self.ctx.get(Optimizers)
         return self._optimizers.is_optimizer(func.value)
+
+    def is_engine(self, expr: cst.BaseExpression) -> bool:
+        """A DeepSpeed engine (``model_engine`` in a module that uses DeepSpeed): its
+        ``step()`` steps the optimizer only at gradient-accumulation boundaries."""
+        name = _last_identifier(expr)
+        if name is None or not _ENGINE_NAME.search(name):
+            return False
+        if self._deepspeed is None:
+            imports = self.ctx.get(ImportTable)
+            self._deepspeed = any(
+                q == "deepspeed" or q.startswith("deepspeed.")
+                for targets in imports.aliases.values()
+                for q in targets
+            )
+        return self._deepspeed
 
     def steps(self, call: cst.Call) -> bool:
         """The call performs an optimizer step, itself or through a local function."""
@@ -323,21 +443,30 @@ class TrainingLoops:
             return True
         return any(_ACCUMULATION_WORDS.search(name) for name in _identifiers(test, self.index))
 
-    def accumulate_context(self, node: cst.CSTNode, loop: Loop | None = None) -> cst.With | None:
-        """The ``with accelerator.accumulate(model):`` block holding ``node``, if any."""
+    def accumulate_context(
+        self, node: cst.CSTNode, loop: cst.CSTNode | None = None
+    ) -> cst.With | None:
+        """The ``with accelerator.accumulate(model):`` block holding ``node``, if any (also
+        ``model.no_sync()`` and Fabric's ``no_backward_sync``)."""
         for ancestor in self.index.ancestors(node):
-            if ancestor is loop:
+            if ancestor is loop or isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
                 return None
-            if isinstance(ancestor, cst.With):
-                for item in ancestor.items:
-                    call = item.item
-                    if (
-                        isinstance(call, cst.Call)
-                        and isinstance(call.func, cst.Attribute)
-                        and call.func.attr.value in ("accumulate", "no_sync")
-                    ):
-                        return ancestor
+            if isinstance(ancestor, cst.With) and self.accumulating_block(ancestor):
+                return ancestor
         return None
+
+    def accumulating_block(self, block: cst.With) -> bool:
+        """``with accelerator.accumulate(model):``, ``with model.no_sync():``,
+        ``with fabric.no_backward_sync(model, enabled=...):``."""
+        for item in block.items:
+            call = item.item
+            if (
+                isinstance(call, cst.Call)
+                and isinstance(call.func, cst.Attribute)
+                and call.func.attr.value in _ACCUMULATING_CONTEXTS
+            ):
+                return True
+        return False
 
     def micro_batch_loops(self, node: cst.CSTNode, loop: Loop) -> list[Loop]:
         """Loops between ``loop`` and ``node`` that backpropagate without stepping."""
@@ -354,31 +483,295 @@ class TrainingLoops:
                     found.append(ancestor)
         return found
 
+    # Guards, early exits, branches ------------------------------------------------------------
+    def guard_of(self, node: cst.CSTNode, scope: cst.CSTNode | None) -> cst.If | None:
+        """The accumulation condition that ``node`` runs under, between ``scope`` (a loop or
+        a function; None: the module) and ``node``: an enclosing ``if`` (innermost first), or
+        an early exit before it in the same iteration or call (``if not need_update:
+        continue``, ``if (i + 1) % k != 0: continue``, ``if not should_step: return``)."""
+        own = self.guards(node, scope) if isinstance(scope, (cst.For, cst.While)) else None
+        if own is None:
+            own = []
+            for ancestor in self.index.ancestors(node):
+                if ancestor is scope or isinstance(ancestor, (cst.FunctionDef, cst.Module)):
+                    break
+                if isinstance(ancestor, cst.If) and self.is_accumulation_guard(ancestor):
+                    own.append(ancestor)
+        own = [guard for guard in own if not self._per_item(guard, scope)]
+        if own:
+            return own[0]
+        return self.early_exit(node, scope)
+
+    def _per_item(self, guard: cst.If, scope: cst.CSTNode | None) -> bool:
+        """``guard`` sits in a small loop inside the iteration and tests that loop's item
+        (``for phase in phases: if batch_idx % phase.interval != 0: continue``): a
+        condition per item (StyleGAN's lazy regularisation), not an accumulation of the
+        whole iteration."""
+        fn = self.function_of(guard)
+        names = set(_identifiers(guard.test, self.index))
+        for ancestor in self.index.ancestors(guard):
+            if ancestor is scope or isinstance(ancestor, (cst.FunctionDef, cst.Module)):
+                return False
+            if (
+                isinstance(ancestor, cst.For)
+                and not self._backpropagates_in(ancestor, fn)
+                and _target_names(ancestor.target) & names
+            ):
+                return True
+        return False
+
+    def early_exit(self, node: cst.CSTNode, scope: cst.CSTNode | None) -> cst.If | None:
+        """An ``if <accumulation test>: continue`` (or ``break``/``return``) that comes
+        before ``node`` in a block around it, within ``scope``."""
+        child: cst.CSTNode = node
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
+                for statement in ancestor.body:
+                    if statement is child or self.index.contains(statement, node):
+                        break
+                    if (
+                        isinstance(statement, cst.If)
+                        and self._exits(statement, node)
+                        and not self._per_item(statement, scope)
+                    ):
+                        return statement
+            if ancestor is scope or isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+                break
+            child = ancestor
+        return None
+
+    def _exits(self, statement: cst.If, node: cst.CSTNode) -> bool:
+        if statement.orelse is not None or not self.is_accumulation_guard(statement):
+            return False
+        body = statement.body
+        if not isinstance(body, cst.IndentedBlock) or not body.body:
+            return False
+        last = body.body[-1]
+        if not isinstance(last, cst.SimpleStatementLine) or not last.body:
+            return False
+        small = last.body[-1]
+        if isinstance(small, cst.Return):
+            return True
+        if isinstance(small, (cst.Continue, cst.Break)):
+            loop = self.index.enclosing(statement, cst.For, cst.While, cst.FunctionDef)
+            return isinstance(loop, (cst.For, cst.While)) and self.index.contains(loop, node)
+        return False
+
+    def exclusive(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
+        """``a`` and ``b`` sit in different branches of one ``if``/``else``: they never run
+        in the same pass."""
+        for ancestor in self.index.ancestors(a):
+            if isinstance(ancestor, cst.If) and ancestor.orelse is not None:
+                in_body = self.index.contains(ancestor.body, a)
+                other = ancestor.orelse if in_body else ancestor.body
+                if in_body != self.index.contains(ancestor.body, b) and self.index.contains(
+                    other, b
+                ):
+                    return True
+        return False
+
+    def iteration_loop(self, node: cst.CSTNode, fn: cst.FunctionDef | None) -> Loop | None:
+        """The innermost loop around ``node`` in ``fn`` whose iterations are training
+        iterations or micro-batches (it runs a backward pass); small loops over parameter
+        pairs, EMA rates or optimizers do not count."""
+        for ancestor in self.index.ancestors(node):
+            if ancestor is fn:
+                return None
+            if isinstance(ancestor, (cst.For, cst.While)) and self._backpropagates_in(ancestor, fn):
+                return ancestor
+        return None
+
+    def _backpropagates_in(self, loop: Loop, fn: cst.FunctionDef | None) -> bool:
+        known = self._backward_loops.get(id(loop))
+        if known is None:
+            known = any(
+                self.index.contains(loop, call) and self.backpropagates(call)
+                for call in self.calls_in(fn)
+            )
+            self._backward_loops[id(loop)] = known
+        return known
+
+    # Accumulation-gated steps -----------------------------------------------------------------
+    def summary(self, call: cst.Call, depth: int = 0) -> StepSummary:
+        """What ``call`` does to the optimizer: whether it steps, backpropagates, and whether
+        its step runs only on some calls (see ``StepSummary``)."""
+        external = self.external_summary(call)
+        if external is not None:
+            return external
+        steps = self.steps(call)
+        backward = self.backpropagates(call)
+        return StepSummary(steps, backward, self._own_gate(call, depth) if steps else None)
+
+    def _own_gate(self, call: cst.Call, depth: int) -> tuple[str, cst.CSTNode] | None:
+        """Why the step a call runs happens only on some calls (the call site aside)."""
+        for arg in call.args:
+            if (
+                arg.keyword is not None
+                and arg.keyword.value in _GATE_KEYWORDS
+                and not (isinstance(arg.value, cst.Name) and arg.value.value == "True")
+            ):
+                return "keyword", arg
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            if method == "step" and self.is_engine(func.value):
+                if self._setting_present("gradient_accumulation_steps"):
+                    return "engine", call
+            elif method == "update_params" and self._setting_present("accumulative_counts"):
+                return "wrapper", call
+            elif method in ("apply_updates", "apply_gradients") and self._multi_steps():
+                return "multisteps", call
+        if depth >= self.MAX_CALL_DEPTH:
+            return None
+        for target in self.local_targets(call):
+            inner = [c for c in self.calls_in(target) if self.steps(c)]
+            if not inner:
+                continue
+            if any(self.iteration_loop(c, target) is not None for c in inner):
+                return None  # it runs a loop of steps (an epoch), not one step
+            gates = [self.step_gate(c, target, depth + 1) for c in inner]
+            if all(g is not None for g in gates):
+                gate = gates[0]
+                assert gate is not None
+                return "helper", gate[1]
+        return None
+
+    def _multi_steps(self) -> bool:
+        """The module accumulates with ``optax.MultiSteps``: the update it applies is zero on
+        all but every k-th call."""
+        if "MultiSteps" not in self._settings:
+            self._settings["MultiSteps"] = any(
+                _last_identifier(call.func) == "MultiSteps" for call in self.ctx.nodes(cst.Call)
+            )
+        return self._settings["MultiSteps"]
+
+    def _setting_present(self, keyword: str) -> bool:
+        """The module configures ``keyword`` (a keyword argument or a dict key) with a value
+        other than 1."""
+        if keyword not in self._settings:
+            self._settings[keyword] = self._find_setting(keyword)
+        return self._settings[keyword]
+
+    def _find_setting(self, keyword: str) -> bool:
+        for call in self.ctx.nodes(cst.Call):
+            for arg in call.args:
+                if (
+                    arg.keyword is not None
+                    and arg.keyword.value == keyword
+                    and not (isinstance(arg.value, cst.Integer) and arg.value.value == "1")
+                ):
+                    return True
+        for mapping in self.ctx.nodes(cst.Dict):
+            for element in mapping.elements:
+                if (
+                    isinstance(element, cst.DictElement)
+                    and isinstance(element.key, cst.SimpleString)
+                    and element.key.evaluated_value == keyword
+                    and not (isinstance(element.value, cst.Integer) and element.value.value == "1")
+                ):
+                    return True
+        return False
+
+    def step_gate(
+        self, step: cst.Call, scope: cst.CSTNode | None, depth: int = 0
+    ) -> tuple[str, cst.CSTNode] | None:
+        """Why ``step`` (a call that steps, in ``scope``) runs only on some micro-batches:
+        an accumulation guard or early exit around it, an ``accelerator.accumulate()``
+        block, or a gate of its own (``StepSummary.gate``); None when it steps every time.
+        A guard whose other branch also steps does not gate (the helper runs either way)."""
+        guard = self.guard_of(step, scope)
+        if guard is not None and not self._steps_in_both(guard, step):
+            return "guard", guard
+        block = self.accumulate_context(step, scope)
+        if block is not None:
+            return "accumulate", block
+        return self.summary(step, depth).gate
+
+    def _steps_in_both(self, guard: cst.If, step: cst.Call) -> bool:
+        if guard.orelse is None or not self.index.contains(guard, step):
+            return False
+        other = guard.orelse if self.index.contains(guard.body, step) else guard.body
+        fn = self.function_of(step)
+        return any(
+            self.index.contains(other, call) and self.steps(call) for call in self.calls_in(fn)
+        )
+
+    def level_steps(self, here: cst.CSTNode, scope: cst.CSTNode | None) -> list[cst.Call]:
+        """The calls that step the optimizer in the same pass as ``here``: in ``scope`` (the
+        training loop, or ``here``'s function), in the same training iteration, not in the
+        other branch of an ``if``, and not ``here`` itself or a call around it."""
+        fn = self.function_of(here)
+        own = self.iteration_loop(here, fn)
+        found: list[cst.Call] = []
+        for call in self.calls_in(fn):
+            if call is here or self.index.contains(call, here) or self.index.contains(here, call):
+                continue
+            if isinstance(scope, (cst.For, cst.While)) and not self.index.contains(scope, call):
+                continue
+            if not self.steps(call) or self.iteration_loop(call, fn) is not own:
+                continue
+            if self.exclusive(call, here):
+                continue
+            found.append(call)
+        return found
+
+    def call_chain(self, node: cst.CSTNode) -> list[cst.CSTNode]:
+        """``node`` and, while its function has one caller in the module, that call."""
+        chain = [node]
+        seen: set[int] = set()
+        fn = self.function_of(node)
+        while fn is not None and id(fn) not in seen and len(chain) <= self.MAX_CALL_DEPTH:
+            seen.add(id(fn))
+            callers = self.callers(fn)
+            if len(callers) != 1:
+                break
+            chain.append(callers[0])
+            fn = self.function_of(callers[0])
+        return chain
+
     def runs_per_micro_batch(self, node: cst.CSTNode) -> MicroBatchFinding | None:
         """Why ``node`` runs more often than the optimizer steps, or None if it does not.
 
-        It does when, in its training loop, the step sits behind an accumulation guard that
-        does not also hold ``node``; when it sits in an inner loop that backpropagates without
-        stepping; or when it runs under ``accelerator.accumulate()`` outside
-        ``if accelerator.sync_gradients:``.
+        Asked level by level, from ``node``'s own function out to the training loop: at the
+        first level that steps the optimizer in the same pass, ``node`` runs per
+        micro-batch when every such step is gated (behind an accumulation guard or early
+        exit that does not also hold ``node``, under ``accelerator.accumulate()``, or a
+        step helper that gates itself: ``loss_scaler(..., update_grad=...)``, DeepSpeed's
+        ``engine.step()``) and ``node`` is not. It also does when it sits in an inner loop
+        that backpropagates without stepping, or under ``accelerator.accumulate()``
+        outside ``if accelerator.sync_gradients:``.
         """
-        for anchor in self.anchors(node):
-            loop, here = anchor.loop, anchor.node
-            if self.steps(here) if isinstance(here, cst.Call) else False:
-                continue  # the node is reached through the step's own helper
-            inner = self.micro_batch_loops(here, loop)
-            if inner:
-                return MicroBatchFinding(anchor, "loop", inner[0])
-            own_guards = self.guards(here, loop)
-            if own_guards:
-                continue
-            context = self.accumulate_context(here, loop)
-            if context is not None:
-                return MicroBatchFinding(anchor, "accumulate", context)
-            for step in self.step_anchors(loop):
-                step_guards = self.guards(step, loop)
-                if step_guards and not any(self.index.contains(g, here) for g in step_guards):
-                    return MicroBatchFinding(anchor, "guard", step_guards[-1], step)
+        anchors = self.anchors(node)
+        if not anchors and self.backward_calls and self.function_of(node) is not None:
+            # No loop in the module: a step function a framework calls once per batch (a
+            # Lightning training_step with manual optimisation), judged from its callers.
+            chain = self.call_chain(node)
+            anchors = [Anchor(None, chain[-1], tuple(reversed(chain[1:])))]  # type: ignore[arg-type]
+        for anchor in anchors:
+            loop = anchor.loop
+            levels: list[cst.CSTNode] = [node, *reversed(anchor.chain)]
+            for here in levels:
+                at_loop = loop is not None and here is anchor.node
+                scope: cst.CSTNode | None = loop if at_loop else self.function_of(here)
+                if self.guard_of(here, scope) is not None:
+                    break  # runs once per optimizer step
+                if at_loop:
+                    inner = self.micro_batch_loops(here, loop)
+                    if inner:
+                        return MicroBatchFinding(anchor, "loop", inner[0], None, here, loop)
+                context = self.accumulate_context(here, scope)
+                if context is not None:
+                    return MicroBatchFinding(anchor, "accumulate", context, None, here, scope)
+                steps = self.level_steps(here, scope)
+                if not steps:
+                    if here is not node and isinstance(here, cst.Call) and self.steps(here):
+                        break  # reached through the step's own helper, judged inside it
+                    continue
+                gates = [self.step_gate(step, scope) for step in steps]
+                if any(gate is None for gate in gates):
+                    break  # a step on every pass: the node runs once per step
+                kind, where = gates[0]  # type: ignore[misc]
+                return MicroBatchFinding(anchor, kind, where, steps[0], here, scope)
         return None
 
     # Validation -----------------------------------------------------------------------------
@@ -490,13 +883,25 @@ class TrainingLoops:
 
 @dataclass(frozen=True, eq=False)
 class MicroBatchFinding:
-    """Why a node runs per micro-batch: ``kind`` is "guard", "accumulate" or "loop"."""
+    """Why a node runs per micro-batch: ``kind`` is "loop" (an inner micro-batch loop),
+    "accumulate" (under or after an ``accumulate()`` block), or the kind of gate of the
+    step it misses (``StepSummary.gate``: "guard", "keyword", "engine", "wrapper",
+    "helper")."""
 
     anchor: Anchor
     kind: str
-    # The accumulation guard (If), the accumulate() block (With) or the inner loop.
+    # The accumulation guard (If), the accumulate() block (With), the inner loop, the
+    # gating keyword (Arg) or call.
     where: cst.CSTNode
     step: cst.Call | None = None
+    # Where the finding is: the node, or the call leading to it, in the function whose
+    # pass runs it per micro-batch; ``scope`` is that pass (the loop, or the function).
+    node: cst.CSTNode | None = None
+    scope: cst.CSTNode | None = None
+
+    @property
+    def at(self) -> cst.CSTNode:
+        return self.node if self.node is not None else self.anchor.node
 
 
 @dataclass(frozen=True, eq=False)
@@ -530,14 +935,25 @@ class Placement:
     # Update before the step --------------------------------------------------------------
     def before_step(self, node: cst.CSTNode) -> BeforeStep | None:
         """The step that follows ``node`` in the same iteration, looked for from ``node``'s
-        own function outwards through its callers up to the training loop."""
+        own function outwards through its callers up to the training loop. Without a loop
+        in the module (a Lightning ``training_step`` with manual optimisation, a step
+        function a framework calls), the functions from ``node``'s own outwards that step.
+
+        A step in the other branch of an ``if``/``else`` neither precedes nor follows it;
+        small loops (over parameter pairs, EMA rates) are part of the iteration around them.
+        """
         loops = self.loops
-        for anchor in loops.anchors(node):
-            levels: list[cst.CSTNode] = [node, *reversed(anchor.chain)]
+        anchors = loops.anchors(node)
+        chains: list[tuple[list[cst.CSTNode], cst.CSTNode | None, Loop | None]] = [
+            ([node, *reversed(anchor.chain)], anchor.node, anchor.loop) for anchor in anchors
+        ]
+        if not anchors and loops.backward_calls:
+            chains.append((loops.call_chain(node), None, None))
+        for levels, loop_node, loop in chains:
             for here in levels:
                 fn = loops.function_of(here)
-                at_loop = here is anchor.node
-                own_loop = self._innermost_loop(here, fn)
+                at_loop = here is loop_node
+                own_loop = loops.iteration_loop(here, fn)
                 later: cst.Call | None = None
                 earlier = False
                 for call in loops.calls_in(fn):
@@ -545,7 +961,9 @@ class Placement:
                         continue
                     if loops.index.contains(call, here) or loops.index.contains(here, call):
                         continue
-                    if self._innermost_loop(call, fn) is not own_loop:
+                    if loops.iteration_loop(call, fn) is not own_loop:
+                        continue
+                    if loops.exclusive(call, here):
                         continue
                     if self.index.is_before(here, call):
                         later = later or call
@@ -554,7 +972,7 @@ class Placement:
                 if earlier:
                     break  # the update already follows a step of its iteration
                 if later is not None:
-                    return BeforeStep(here, later, fn, anchor.loop if at_loop else None)
+                    return BeforeStep(here, later, fn, loop if at_loop else None)
                 if at_loop:
                     break
         return None
@@ -783,17 +1201,26 @@ def accumulation_steps(ctx: FileContext, finding: MicroBatchFinding) -> tuple[in
         shown = ctx.code(expr)
         return value.value, shown
 
-    if finding.kind == "guard" and finding.step is not None:
+    if finding.kind in ("guard", "helper", "keyword") and finding.step is not None:
         guard = finding.where
-        if isinstance(guard, cst.If):
-            for op in (guard.test, *ctx.index.descendants(guard.test, cst.BinaryOperation)):
+        test = guard.test if isinstance(guard, cst.If) else getattr(guard, "value", None)
+        if test is not None:
+            for op in (test, *ctx.index.descendants(test, cst.BinaryOperation)):
                 if isinstance(op, cst.BinaryOperation) and isinstance(op.operator, cst.Modulo):
                     found = number(op.right)
                     if found is not None:
                         return found
         count, _ = ctx.get(RunLengths).guard_interval(finding.step)
         return (count, str(count)) if count > 1 else None
-    if finding.kind == "accumulate":
+    if finding.kind == "multisteps":
+        for call in ctx.nodes(cst.Call):
+            for arg in call.args:
+                if arg.keyword is not None and arg.keyword.value == "every_k_schedule":
+                    found = number(arg.value)
+                    if found is not None:
+                        return found
+        return None
+    if finding.kind in ("accumulate", "engine"):
         for call in ctx.nodes(cst.Call):
             for arg in call.args:
                 if arg.keyword is not None and arg.keyword.value == "gradient_accumulation_steps":

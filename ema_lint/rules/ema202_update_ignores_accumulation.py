@@ -38,13 +38,28 @@ class UpdateIgnoresAccumulation(Rule):
       (``if (i + 1) % accum_steps == 0:``, ``if took_step:``, a step helper such as
       ``self.optimizer_step()`` called under ``if ni - last_opt_step >= accumulate:``) while
       the update sits outside that guard;
-    - under ``with accelerator.accumulate(model):`` without ``if accelerator.sync_gradients:``
-      around the update (the optimizer's ``step()`` is a no-op on the micro-batches that do
-      not sync, the EMA update is not);
+    - before an early exit that skips the step on accumulating micro-batches
+      (``if (i + 1) % k != 0: continue``, ``if not need_update: continue``, ``if ...:
+      return`` in a step function);
+    - under or after ``with accelerator.accumulate(model):`` without
+      ``if accelerator.sync_gradients:`` around the update (the optimizer's ``step()`` is a
+      no-op on the micro-batches that do not sync, the EMA update is not); likewise under
+      Fabric's ``no_backward_sync`` or DDP's ``no_sync()``;
+    - after a call that steps only on some micro-batches although there is no ``step`` at
+      the call: timm's ``loss_scaler(loss, optimizer, update_grad=...)``, DeepSpeed's
+      ``engine.step()`` with ``gradient_accumulation_steps``, mmengine's
+      ``optim_wrapper.update_params(loss)`` with ``accumulative_counts``, or a function or
+      method of the module (also called on an instance, ``stepper.step(i)``) whose step
+      waits for an accumulation guard; and inside such a function, an update after its
+      guarded step;
     - inside an inner loop over micro-batches that calls ``backward()`` but not the step;
-    - at the framework level: a Lightning ``training_step`` / ``on_train_batch_end`` (or
-      callback) that updates an average while the module's ``Trainer`` accumulates
-      (``accumulate_grad_batches > 1``); a Keras optimizer with ``use_ema=True`` and
+    - at the framework level: a Lightning ``training_step`` / ``on_train_batch_end`` (of a
+      LightningModule, through the module's own base classes, or of a callback) that
+      updates an average with no check that the optimizer stepped. The accumulation
+      setting usually lives in another file or on the command line, so this is reported on
+      its own, saying it is harmless only while ``accumulate_grad_batches`` is 1; where the
+      module's ``Trainer`` sets ``accumulate_grad_batches > 1`` the message says so (and
+      where it sets 1, nothing is reported). A Keras optimizer with ``use_ema=True`` and
       ``gradient_accumulation_steps > 1`` (it also updates the average on the steps that only
       accumulate); an mmengine ``EMAHook`` in a config whose ``optim_wrapper`` has
       ``accumulative_counts > 1`` (the hook updates after every iteration).
@@ -52,8 +67,11 @@ class UpdateIgnoresAccumulation(Rule):
     Silent where the update already runs once per optimizer step: inside the guard or the
     step helper (timm's ``need_update``, ultralytics' ``optimizer_step``, guided-diffusion's
     ``took_step``), behind ``if accelerator.sync_gradients:`` (the diffusers examples;
-    ``optimizer.step()`` itself may stay outside it), in Lightning ``on_before_zero_grad`` or
-    an ``optimizer_step`` override, and for averaging that hooks the optimizer step itself
+    ``optimizer.step()`` itself may stay outside it), after the early exit, under
+    ``engine.is_gradient_accumulation_boundary()`` or ``optim_wrapper.should_update()``, in
+    Lightning ``on_before_zero_grad`` or an ``optimizer_step`` override or behind a
+    ``trainer.global_step`` check, when the step helper runs in both branches of the
+    condition, and for averaging that hooks the optimizer step itself
     (Lightning ``WeightAveraging``/``EMAWeightAveraging``, NeMo's ``EMAOptimizer``,
     ema-pytorch's ``add_to_optimizer_post_step_hook``). An update under its own interval
     guard (``if step % ema_every == 0:``) is an interval the code chose and is not judged.
@@ -93,13 +111,173 @@ class UpdateIgnoresAccumulation(Rule):
             optimizer.zero_grad()
     ```
 
+    ## Shapes
+    Each shape real training code uses, reported and silent.
+
+    ### `accelerator.accumulate()`: the update after the block
+    ```python
+    from diffusers.training_utils import EMAModel
+
+    ema_unet = EMAModel(unet.parameters(), decay=0.9999)
+    for batch in loader:
+        with accelerator.accumulate(unet):
+            accelerator.backward(unet(batch).loss)
+            optimizer.step()
+            optimizer.zero_grad()
+        ema_unet.step(unet.parameters())
+    ```
+    ```python
+    from diffusers.training_utils import EMAModel
+
+    ema_unet = EMAModel(unet.parameters(), decay=0.9999)
+    for batch in loader:
+        with accelerator.accumulate(unet):
+            accelerator.backward(unet(batch).loss)
+            optimizer.step()
+            optimizer.zero_grad()
+        if accelerator.sync_gradients:
+            ema_unet.step(unet.parameters())
+    ```
+
+    ### An early exit: the update before it
+    ```python
+    from timm.utils import ModelEmaV3
+
+    ema = ModelEmaV3(model, decay=0.9998)
+    for i, batch in enumerate(loader):
+        (model(batch).mean() / accum).backward()
+        ema.update(model)
+        if (i + 1) % accum != 0:
+            continue
+        optimizer.step()
+        optimizer.zero_grad()
+    ```
+    ```python
+    from timm.utils import ModelEmaV3
+
+    ema = ModelEmaV3(model, decay=0.9998)
+    for i, batch in enumerate(loader):
+        (model(batch).mean() / accum).backward()
+        if (i + 1) % accum != 0:
+            continue
+        optimizer.step()
+        optimizer.zero_grad()
+        ema.update(model)
+    ```
+
+    ### A step helper: timm's `loss_scaler(..., update_grad=...)`
+    ```python
+    from timm.utils import ModelEma
+
+    model_ema = ModelEma(model, decay=0.9999)
+    for it, (x, y) in enumerate(loader):
+        loss = criterion(model(x), y) / update_freq
+        loss_scaler(loss, optimizer, update_grad=(it + 1) % update_freq == 0)
+        model_ema.update(model)
+    ```
+    ```python
+    from timm.utils import ModelEma
+
+    model_ema = ModelEma(model, decay=0.9999)
+    for it, (x, y) in enumerate(loader):
+        loss = criterion(model(x), y) / update_freq
+        loss_scaler(loss, optimizer, update_grad=(it + 1) % update_freq == 0)
+        if (it + 1) % update_freq == 0:
+            optimizer.zero_grad()
+            model_ema.update(model)
+    ```
+
+    ### A function called per micro-batch that steps under a guard
+    ```python
+    import copy
+
+    ema = copy.deepcopy(model).requires_grad_(False)
+
+    def run_iter(step, batch):
+        model(batch).mean().backward()
+        if (step + 1) % accumulation_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+        update_ema(ema, model, decay=0.9999)
+
+    for step, batch in enumerate(loader):
+        run_iter(step, batch)
+    ```
+    ```python
+    import copy
+
+    ema = copy.deepcopy(model).requires_grad_(False)
+
+    def run_iter(step, batch):
+        model(batch).mean().backward()
+        if (step + 1) % accumulation_steps == 0:
+            optimizer.step()
+            update_ema(ema, model, decay=0.9999)
+            optimizer.zero_grad()
+
+    for step, batch in enumerate(loader):
+        run_iter(step, batch)
+    ```
+
+    ### DeepSpeed's `engine.step()` with gradient accumulation
+    ```python
+    import deepspeed
+    from timm.utils import ModelEmaV3
+
+    config = {"train_batch_size": 64, "gradient_accumulation_steps": 8}
+    model_engine, optimizer, _, _ = deepspeed.initialize(model=model, config=config)
+    ema = ModelEmaV3(model, decay=0.9998)
+    for batch in loader:
+        model_engine.backward(model_engine(batch).mean())
+        model_engine.step()
+        ema.update(model)
+    ```
+    ```python
+    import deepspeed
+    from timm.utils import ModelEmaV3
+
+    config = {"train_batch_size": 64, "gradient_accumulation_steps": 8}
+    model_engine, optimizer, _, _ = deepspeed.initialize(model=model, config=config)
+    ema = ModelEmaV3(model, decay=0.9998)
+    for batch in loader:
+        model_engine.backward(model_engine(batch).mean())
+        model_engine.step()
+        if model_engine.is_gradient_accumulation_boundary():
+            ema.update(model)
+    ```
+
+    ### Lightning: a per-batch hook
+    ```python
+    import lightning.pytorch as pl
+    from timm.utils import ModelEmaV2
+
+    class EmaCallback(pl.Callback):
+        def __init__(self, net):
+            self.ema = ModelEmaV2(net, decay=0.9998)
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            self.ema.update(pl_module.net)
+    ```
+    ```python
+    import lightning.pytorch as pl
+    from timm.utils import ModelEmaV2
+
+    class EmaCallback(pl.Callback):
+        def __init__(self, net):
+            self.ema = ModelEmaV2(net, decay=0.9998)
+
+        def on_before_zero_grad(self, trainer, pl_module, optimizer):
+            self.ema.update(pl_module.net)
+    ```
+
     ## Fix
     Safe. The update is moved into the block that holds the step, directly after the
     statement that steps (``optimizer.step()``, ``scaler.step(optimizer)``, the step
     helper), or out of the inner micro-batch loop to after the step; a condition or
     ``with`` block that holds only the update moves with it, comments move with it. Under
     ``accelerator.accumulate()`` the update is wrapped in place in
-    ``if accelerator.sync_gradients:``. No fix when the move would jump over code that
+    ``if accelerator.sync_gradients:``. No fix when the step is gated inside a helper or by
+    the call itself (``update_grad=``, DeepSpeed, mmengine), when the move would jump over code that
     reads the average or changes what the update reads, or would take the update out of a
     condition that also holds other code. The framework-level findings have no automatic
     fix (Lightning and Keras offer no switch for it; for mmengine set the ``EMAHook``'s
@@ -113,13 +291,23 @@ class UpdateIgnoresAccumulation(Rule):
     summary = "Average updated on every micro-batch while the optimizer steps every N"
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.SAFE
-    # Loop findings need a backward pass in the module; framework findings name their
-    # accumulation setting. Either AND an averaging object or update.
+    # Loop findings need a backward pass (or a step helper that runs it) in the module;
+    # framework findings a Lightning hook or their accumulation setting. Either AND an
+    # averaging object or update.
     triggers = ()
     trigger_groups = requiring(
         (
             b"backward(",
+            b"scaler(",  # timm's loss_scaler(loss, optimizer, update_grad=...)
+            b"update_params(",  # mmengine's optim_wrapper.update_params(loss)
+            b"jax.grad(",  # JAX training steps (optax.MultiSteps accumulates)
+            b"value_and_grad(",
             b"accumulate_grad_batches",
+            # Lightning's per-batch hooks, reported without an accumulation setting
+            b"training_step",
+            b"on_train_batch_",
+            b"on_before_backward",
+            b"on_after_backward",
             b"gradient_accumulation_steps",
             b"accumulative_counts",
         ),
@@ -138,13 +326,13 @@ class UpdateIgnoresAccumulation(Rule):
         for obj in objects.objects:
             if obj.use is Use.NOT_WEIGHTS:
                 continue
-            if self._loops.train_loops:
+            if self._loops.step_calls:
                 for update in obj.updates:
                     finding = self._loops.runs_per_micro_batch(update)
-                    if finding is None or id(finding.anchor.node) in seen:
+                    if finding is None or id(finding.at) in seen:
                         continue
-                    seen.add(id(finding.anchor.node))
-                    self._report_loop(obj, finding, keep | {id(finding.anchor.node)})
+                    seen.add(id(finding.at))
+                    self._report_loop(obj, finding, keep | {id(finding.at)})
             self._framework(obj, seen)
 
     # Training loops ------------------------------------------------------------------------
@@ -158,11 +346,49 @@ class UpdateIgnoresAccumulation(Rule):
                 "optimizer step"
             )
         elif finding.kind == "accumulate":
-            how = "under `accelerator.accumulate()` without `if accelerator.sync_gradients:`"
+            assert isinstance(where, cst.With)
+            how = self._accumulate_how(finding, where)
+        elif finding.kind == "helper":
+            helper = self.ctx.code(finding.step.func) if finding.step is not None else "helper"
+            test = f"`if {self._test(where)}:`" if isinstance(where, cst.If) else "a condition"
+            how = f"while `{helper}()` steps the optimizer only under {test}"
+        elif finding.kind == "keyword":
+            assert isinstance(where, cst.Arg) and where.keyword is not None
+            how = (
+                "while the step helper steps the optimizer only when "
+                f"`{where.keyword.value}={self.ctx.code(where.value)}`"
+            )
+        elif finding.kind == "engine":
+            how = (
+                "after the DeepSpeed engine's `step()`, which steps the optimizer only at "
+                "gradient-accumulation boundaries (`is_gradient_accumulation_boundary()`)"
+            )
+        elif finding.kind == "wrapper":
+            how = (
+                "after mmengine's `update_params()`, which steps the optimizer only every "
+                "accumulative_counts iterations (`should_update()`)"
+            )
+        elif finding.kind == "multisteps":
+            how = (
+                "after the update of an `optax.MultiSteps` optimizer, which applies the "
+                "accumulated update only every k calls (zeros on the others; "
+                "`opt.has_updated(opt_state)` says which)"
+            )
         else:
             how = "inside the micro-batch loop, while the optimizer steps after it"
         message = f"{obj.name} is updated on every micro-batch, {how}: {self._effect(obj, count)}"
-        self.report(finding.anchor.node, message, self._fix(obj, finding, keep))
+        self.report(finding.at, message, self._fix(obj, finding, keep))
+
+    def _accumulate_how(self, finding: MicroBatchFinding, block: cst.With) -> str:
+        item = block.items[0].item
+        context = self.ctx.code(item.func) if isinstance(item, cst.Call) else "accumulate"
+        where = "under" if self.ctx.index.contains(block, finding.at) else "after"
+        if context.endswith(".accumulate"):
+            return f"{where} `{context}()` without `if accelerator.sync_gradients:`"
+        return (
+            f"{where} `{context}()`, whose micro-batches only accumulate gradients, without "
+            "a check that the optimizer stepped"
+        )
 
     def _test(self, guard: cst.If) -> str:
         return self.ctx.code(guard.test)
@@ -200,20 +426,24 @@ class UpdateIgnoresAccumulation(Rule):
 
     def _fix(self, obj: AveragingObject, finding: MicroBatchFinding, keep) -> Fix | None:
         placement = self._placement
-        loop = finding.anchor.loop
-        node = finding.anchor.node
+        loop = finding.scope if finding.scope is not None else finding.anchor.loop
+        node = finding.at
         if finding.kind == "accumulate":
             block = finding.where
             assert isinstance(block, cst.With)
             accelerator = placement.accumulate_owner(block)
-            moved = placement.movable(node, keep, within=block)
+            inside = self.ctx.index.contains(block, node)
+            moved = placement.movable(node, keep, within=block if inside else loop)
             if accelerator is None or moved is None:
                 return None
             wrapped = wrap_in_if(moved, cst.Attribute(accelerator, cst.Name("sync_gradients")))
             return Fix.safe(
                 "Update the average only when gradients sync", Edit.replace(moved, wrapped)
             )
-        if finding.kind == "guard":
+        if finding.kind != "loop":
+            if finding.kind != "guard" or not self.ctx.index.contains(loop, finding.where):
+                # gated inside a helper or by the call itself: no place to move to
+                return None
             step = finding.step
             moved = placement.movable(node, keep, within=loop)
         else:
@@ -240,14 +470,28 @@ class UpdateIgnoresAccumulation(Rule):
             if id(anchor) in seen:
                 continue
             seen.add(id(anchor))
+            advice = (
+                "update it in `on_before_zero_grad` or an `optimizer_step` override, check "
+                "that `trainer.global_step` changed, or use Lightning's EMAWeightAveraging "
+                "callback"
+            )
+            if setting is None:
+                self.report(
+                    anchor,
+                    f"{obj.name} is updated in Lightning's `{hook.name.value}`, which runs on "
+                    "every batch, not on every optimizer step: this is harmless only while "
+                    "the Trainer's accumulate_grad_batches is 1; with N > 1 the average moves "
+                    f"N times per optimizer step (its decay is effectively raised to the power "
+                    f"N); {advice}",
+                )
+                continue
             count = self._count_text(setting)
             self.report(
                 anchor,
                 f"{obj.name} is updated in Lightning's `{hook.name.value}`, which runs on every "
-                f"batch, while the Trainer accumulates gradients over {count}: the average "
-                "moves several times per optimizer step (its decay is effectively raised to "
-                "that power); update it in `on_before_zero_grad` or an `optimizer_step` "
-                "override, or use Lightning's EMAWeightAveraging callback",
+                f"batch, while the Trainer accumulates gradients over {count} "
+                "(accumulate_grad_batches): the average moves several times per optimizer "
+                f"step (its decay is effectively raised to that power); {advice}",
             )
         for bound, setting in hooks.optimizer_ema_accumulation(obj):
             if id(bound.call) in seen:

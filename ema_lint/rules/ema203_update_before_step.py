@@ -29,8 +29,12 @@ class UpdateBeforeStep(Rule):
     An update of an evaluation EMA that runs, in the same iteration of the training loop,
     before the optimizer step: at the top of the loop body, between ``backward()`` and
     ``optimizer.step()``, or first thing in a step helper (``def optimizer_step(self):
-    self.ema.update(self.model); self.optimizer.step()``). The update and the step are
-    followed across the functions and methods of the module.
+    self.ema.update(self.model); self.optimizer.step()``), or in a step function that a
+    framework calls without a loop in the module (a Lightning ``training_step`` with manual
+    optimisation). The update and the step are followed across the functions and methods
+    of the module, also methods called on instances (``updater.step()``). A step in the
+    other branch of an ``if``/``else`` neither precedes nor follows the update, and a small
+    loop over parameter pairs or EMA rates is part of the iteration around it.
 
     Silent for momentum-encoder updates inside ``forward()`` (MoCo updates its key encoder
     before computing the keys, by design), for teachers and target networks, where the
@@ -73,6 +77,150 @@ class UpdateBeforeStep(Rule):
         model_ema.update(model)
     ```
 
+    ## Shapes
+    Each shape real training code uses, reported and silent.
+
+    ### Lightning manual optimisation with a generator/discriminator branch
+    ```python
+    import lightning.pytorch as pl
+    from ema_pytorch import EMA
+
+    class GAN(pl.LightningModule):
+        def __init__(self, gen, disc):
+            super().__init__()
+            self.automatic_optimization = False
+            self.gen, self.disc = gen, disc
+            self.gen_ema = EMA(self.gen, beta=0.9999)
+
+        def training_step(self, batch, batch_idx):
+            opt_gen, opt_disc = self.optimizers()
+            if self.global_step % 2:
+                opt_disc.zero_grad()
+                self.manual_backward(self.disc(batch).mean())
+                opt_disc.step()
+            else:
+                self.gen_ema.update()
+                opt_gen.zero_grad()
+                self.manual_backward(self.gen(batch).mean())
+                opt_gen.step()
+    ```
+    ```python
+    import lightning.pytorch as pl
+    from ema_pytorch import EMA
+
+    class GAN(pl.LightningModule):
+        def __init__(self, gen, disc):
+            super().__init__()
+            self.automatic_optimization = False
+            self.gen, self.disc = gen, disc
+            self.gen_ema = EMA(self.gen, beta=0.9999)
+
+        def training_step(self, batch, batch_idx):
+            opt_gen, opt_disc = self.optimizers()
+            if self.global_step % 2:
+                opt_disc.zero_grad()
+                self.manual_backward(self.disc(batch).mean())
+                opt_disc.step()
+            else:
+                opt_gen.zero_grad()
+                self.manual_backward(self.gen(batch).mean())
+                opt_gen.step()
+                self.gen_ema.update()
+    ```
+
+    ### A small loop over parameter pairs before the step
+    ```python
+    import copy
+
+    import torch
+
+    ema_model = copy.deepcopy(model).requires_grad_(False)
+    for batch in loader:
+        loss = model(batch).mean()
+        with torch.no_grad():
+            for p_ema, p in zip(ema_model.parameters(), model.parameters()):
+                p_ema.mul_(0.999).add_(p, alpha=0.001)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    ```
+    ```python
+    import copy
+
+    import torch
+
+    ema_model = copy.deepcopy(model).requires_grad_(False)
+    for batch in loader:
+        loss = model(batch).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        with torch.no_grad():
+            for p_ema, p in zip(ema_model.parameters(), model.parameters()):
+                p_ema.mul_(0.999).add_(p, alpha=0.001)
+    ```
+
+    ### The step in a method called on an instance
+    ```python
+    from timm.utils import ModelEmaV3
+
+    class Updater:
+        def __init__(self, optimizer):
+            self.optimizer = optimizer
+
+        def step(self):
+            self.optimizer.step()
+            self.optimizer.zero_grad()
+
+    updater = Updater(optimizer)
+    ema = ModelEmaV3(model, decay=0.9998)
+    for batch in loader:
+        model(batch).mean().backward()
+        ema.update(model)
+        updater.step()
+    ```
+    ```python
+    from timm.utils import ModelEmaV3
+
+    class Updater:
+        def __init__(self, optimizer):
+            self.optimizer = optimizer
+
+        def step(self):
+            self.optimizer.step()
+            self.optimizer.zero_grad()
+
+    updater = Updater(optimizer)
+    ema = ModelEmaV3(model, decay=0.9998)
+    for batch in loader:
+        model(batch).mean().backward()
+        updater.step()
+        ema.update(model)
+    ```
+
+    ### Update and step in different branches
+    ```python
+    from timm.utils import ModelEmaV3
+
+    ema = ModelEmaV3(model, decay=0.9998)
+    for i, batch in enumerate(loader):
+        if i >= warmup:
+            ema.update(model)
+            model(batch).mean().backward()
+            optimizer.step()
+    ```
+    ```python
+    from timm.utils import ModelEmaV3
+
+    ema = ModelEmaV3(model, decay=0.9998)
+    for i, batch in enumerate(loader):
+        if i < warmup:
+            ema.update(model)
+        else:
+            model(batch).mean().backward()
+            optimizer.step()
+    ```
+
     ## Fix
     Safe: the update is moved to directly after the statement that steps the optimizer
     (inside the same accumulation guard or condition as the step), keeping its comments; a
@@ -89,7 +237,11 @@ class UpdateBeforeStep(Rule):
     fix_applicability = Applicability.SAFE
     triggers = ()
     # a training loop needs a backward pass, AND an averaging object or update
-    trigger_groups = requiring((b"backward(",), AVERAGING_EVIDENCE)
+    # (or a call that runs it: timm's loss_scaler, mmengine's update_params, JAX's grad)
+    trigger_groups = requiring(
+        (b"backward(", b"scaler(", b"update_params(", b"jax.grad(", b"value_and_grad("),
+        AVERAGING_EVIDENCE,
+    )
     requires = (AveragingObjects, TrainingLoops)
 
     def finish(self) -> None:
@@ -97,7 +249,7 @@ class UpdateBeforeStep(Rule):
         if not objects.objects:
             return
         loops = self.ctx.get(TrainingLoops)
-        if not loops.train_loops:
+        if not loops.step_calls:
             return
         placement = Placement(loops)
         keep = {id(u) for o in objects.objects for u in o.updates}
@@ -187,7 +339,9 @@ class UpdateBeforeStep(Rule):
         for ancestor in index.ancestors(found.node):
             if ancestor is within:
                 break
-            if isinstance(ancestor, cst.BaseCompoundStatement) and index.contains(ancestor, target):
+            if isinstance(ancestor, (cst.BaseCompoundStatement, cst.Else)) and index.contains(
+                ancestor, target
+            ):
                 within = ancestor
                 break
         moved = placement.movable(found.node, keep, within=within)

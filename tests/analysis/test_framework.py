@@ -55,6 +55,38 @@ def test_no_accumulation_no_per_batch_finding() -> None:
     assert list(ctx.get(FrameworkHooks).per_batch_updates(obj)) == []
 
 
+def test_per_batch_update_without_a_trainer_setting_is_reported_alone() -> None:
+    # The accumulation setting usually lives in another file or on the command line.
+    source = LIGHTNING.replace("trainer = pl.Trainer(accumulate_grad_batches=ACCUM)\n", "")
+    ctx = context(source)
+    [obj] = ctx.get(AveragingObjects).objects
+    [(_, hook, setting)] = list(ctx.get(FrameworkHooks).per_batch_updates(obj))
+    assert hook.name.value == "training_step" and setting is None
+
+
+def test_hooks_through_local_base_classes_and_callbacks() -> None:
+    ctx = context(
+        "import lightning.pytorch as pl\n"
+        "from timm.utils import ModelEmaV2\n"
+        "class Base(pl.LightningModule):\n"
+        "    pass\n"
+        "class Model(Base):\n"
+        "    def __init__(self, net):\n"
+        "        self.net = net\n"
+        "        self.ema = ModelEmaV2(net)\n"
+        "    def on_train_batch_end(self, outputs, batch, batch_idx):\n"
+        "        self.ema.update(self.net)\n"
+        "    def on_before_zero_grad(self, optimizer):\n"
+        "        self.ema.update(self.net)\n"
+    )
+    hooks = ctx.get(FrameworkHooks)
+    [model] = [c for c in ctx.nodes(cst.ClassDef) if c.name.value == "Model"]
+    assert hooks.is_lightning_module(model)
+    [obj] = ctx.get(AveragingObjects).objects
+    found = list(hooks.per_batch_updates(obj))
+    assert [hook.name.value for _, hook, _ in found] == ["on_train_batch_end"]
+
+
 def test_keras_and_mmengine_accumulation() -> None:
     ctx = context(
         "import keras\n"

@@ -380,3 +380,129 @@ def test_comprehension_over_a_validation_loader_is_a_validation_context() -> Non
     )
     assert loops.is_validation_context(call(ctx, "ema(x)"))
     assert not loops.is_validation_context(call(ctx, "ema(y)"))
+
+
+# Shapes of real training loops ------------------------------------------------------------
+
+
+def test_an_update_inside_a_helper_that_steps_under_a_guard_runs_per_micro_batch() -> None:
+    loops, ctx = model(
+        "def main(model, loader, optimizer, ema, k):\n"
+        "    def run_iter(step, batch):\n"
+        "        model(batch).mean().backward()\n"
+        "        if (step + 1) % k == 0:\n"
+        "            optimizer.step()\n"
+        "        ema.update(model)\n"
+        "    for step, batch in enumerate(loader):\n"
+        "        run_iter(step, batch)\n"
+    )
+    found = loops.runs_per_micro_batch(call(ctx, "ema.update(model)"))
+    assert found is not None and found.kind == "guard"
+    assert ctx.code(found.at) == "ema.update(model)"
+    assert isinstance(found.scope, cst.FunctionDef) and found.scope.name.value == "run_iter"
+
+
+def test_early_exits_guard_what_follows_them() -> None:
+    loops, ctx = model(
+        "def train(model, loader, optimizer, ema, k):\n"
+        "    for i, batch in enumerate(loader):\n"
+        "        if batch is None:\n"
+        "            continue\n"
+        "        model(batch).mean().backward()\n"
+        "        ema.update(model)\n"
+        "        if (i + 1) % k != 0:\n"
+        "            continue\n"
+        "        optimizer.step()\n"
+        "        ema.update_parameters(model)\n"
+    )
+    [loop] = loops.step_loops
+    before, after = call(ctx, "ema.update(model)"), call(ctx, "ema.update_parameters(model)")
+    exit_guard = loops.early_exit(after, loop)
+    assert exit_guard is not None and "% k" in ctx.code(exit_guard.test)
+    assert loops.early_exit(before, loop) is None  # `if batch is None: continue` is no guard
+    found = loops.runs_per_micro_batch(before)
+    assert found is not None and found.kind == "guard" and found.where is exit_guard
+    assert loops.runs_per_micro_batch(after) is None
+
+
+def test_branches_are_exclusive_and_small_loops_are_part_of_the_iteration() -> None:
+    loops, ctx = model(
+        "def train(model, loader, opt, ema_p, warmup):\n"
+        "    for i, batch in enumerate(loader):\n"
+        "        if i < warmup:\n"
+        "            ema.update(model)\n"
+        "        else:\n"
+        "            model(batch).mean().backward()\n"
+        "            for p_ema, p in zip(ema_p, model.parameters()):\n"
+        "                p_ema.mul_(0.99)\n"
+        "            opt.step()\n"
+    )
+    update, step = call(ctx, "ema.update(model)"), call(ctx, "opt.step()")
+    assert loops.exclusive(update, step) and loops.exclusive(step, update)
+    small = call(ctx, "p_ema.mul_(0.99)")
+    assert not loops.exclusive(small, step)
+    [loop] = loops.step_loops
+    assert loops.iteration_loop(small, loops.function_of(small)) is loop
+
+
+def test_step_summaries_of_helpers_and_gated_calls() -> None:
+    loops, ctx = model(
+        "import deepspeed\n"
+        "config = {'gradient_accumulation_steps': 4}\n"
+        "def step_every(opt):\n"
+        "    opt.step()\n"
+        "def step_some(opt, i, k):\n"
+        "    if (i + 1) % k == 0:\n"
+        "        opt.step()\n"
+        "class Stepper:\n"
+        "    def step(self, i):\n"
+        "        if not self.should_step(i):\n"
+        "            return\n"
+        "        self.optimizer.step()\n"
+        "def train(model, loader, optimizer, loss_scaler, model_engine, k):\n"
+        "    stepper = Stepper()\n"
+        "    for i, batch in enumerate(loader):\n"
+        "        step_every(optimizer)\n"
+        "        step_some(optimizer, i, k)\n"
+        "        stepper.step(i)\n"
+        "        loss_scaler(batch, optimizer, update_grad=(i + 1) % k == 0)\n"
+        "        loss_scaler(batch, optimizer, update_grad=True)\n"
+        "        model_engine.step()\n"
+    )
+    every = loops.summary(call(ctx, "step_every(optimizer)"))
+    assert every.steps and every.gate is None
+    some = loops.summary(call(ctx, "step_some(optimizer, i, k)"))
+    assert some.steps and some.gate is not None and some.gate[0] == "helper"
+    method = loops.summary(call(ctx, "stepper.step(i)"))  # a method of an instance
+    assert method.steps and method.gate is not None and method.gate[0] == "helper"
+    scaler = loops.summary(call(ctx, "loss_scaler(batch, optimizer, update_grad=(i + 1) % k == 0)"))
+    assert scaler.steps and scaler.backpropagates and scaler.gate[0] == "keyword"
+    assert loops.summary(call(ctx, "loss_scaler(batch, optimizer, update_grad=True)")).gate is None
+    engine = loops.summary(call(ctx, "model_engine.step()"))
+    assert engine.steps and engine.gate[0] == "engine"
+
+
+def test_summaries_of_other_files_functions_can_be_supplied() -> None:
+    from ema_lint.analysis.loops import StepSummary
+
+    source = (
+        "from .engine import train_one_step\n"
+        "def train(model, loader, ema, k):\n"
+        "    for i, batch in enumerate(loader):\n"
+        "        train_one_step(model, batch, i)\n"
+        "        ema.update(model)\n"
+    )
+    ctx = FileContext(cst.parse_module(source), "t.py")
+    assert TrainingLoops(ctx).train_loops == []
+    step_call = call(ctx, "train_one_step(model, batch, i)")
+    gate = step_call.args[2]
+
+    def summaries(node: cst.Call) -> StepSummary | None:
+        if node is step_call:
+            return StepSummary(steps=True, backpropagates=True, gate=("helper", gate))
+        return None
+
+    loops = TrainingLoops(ctx, summaries)
+    assert len(loops.train_loops) == 1
+    found = loops.runs_per_micro_batch(call(ctx, "ema.update(model)"))
+    assert found is not None and found.kind == "helper"
