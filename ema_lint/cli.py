@@ -167,6 +167,21 @@ def _normalize_argv(argv: Sequence[str]) -> list[str]:
     return ["check", *args]
 
 
+def _mistyped_command(argv: Sequence[str]) -> None:
+    """``ema-lint chek``: a word close to a subcommand that is no path is a usage error,
+    not a missing file followed by a run that checked nothing."""
+    import difflib
+
+    if not argv or argv[0].startswith("-") or argv[0] in SUBCOMMANDS:
+        return
+    word = argv[0]
+    if os.path.lexists(word) or "/" in word or os.sep in word or "." in word:
+        return
+    close = difflib.get_close_matches(word, SUBCOMMANDS, n=1, cutoff=0.6)
+    if close:
+        raise UsageError(f"unknown command {word!r} (did you mean {close[0]!r}?)")
+
+
 def _use_color(choice: str, stream: TextIO) -> bool:
     if choice == "always":
         return True
@@ -355,6 +370,7 @@ def main(
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:
+        _mistyped_command(argv)
         args = parser.parse_args(_normalize_argv(argv))
         if args.command == "rules":
             return _rules(args, stdout)

@@ -32,6 +32,17 @@ def _lines(result: RunResult, color: bool) -> list[str]:
     return out
 
 
+def _success_line(result: RunResult) -> str:
+    """What a run without findings ends with: success only when it checked something and
+    met no error (a missing path or a mistyped command is not a pass)."""
+    if result.errors:
+        count = len(result.errors)
+        return f"No problems found, but {_plural(count, 'error')} stopped part of the check."
+    if result.files_checked == 0:
+        return "No files checked: no Python, notebook or YAML file was found."
+    return "All checks passed!"
+
+
 def summary_lines(result: RunResult, color: bool = False) -> list[str]:
     lines: list[str] = []
     remaining = len(result.diagnostics)
@@ -46,14 +57,14 @@ def summary_lines(result: RunResult, color: bool = False) -> list[str]:
                 f"Found {_plural(total, 'problem')} ({result.fixed} fixed, {remaining} remaining)."
             )
         else:
-            lines.append("All checks passed!")
+            lines.append(_success_line(result))
     elif remaining:
         fixable = result.fixable_count
         line = f"Found {_plural(remaining, 'problem')}"
         line += f" ({fixable} fixable with --fix)." if fixable else "."
         lines.append(line)
     else:
-        lines.append("All checks passed!")
+        lines.append(_success_line(result))
     hidden = result.hidden_unsafe_count
     if hidden:
         lines.append(
