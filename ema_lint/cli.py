@@ -96,6 +96,19 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="apply excludes to paths named on the command line too (pre-commit)",
     )
+    files.add_argument(
+        "--respect-gitignore",
+        dest="respect_gitignore",
+        action="store_true",
+        default=None,
+        help="skip what git ignores when walking folders (the default)",
+    )
+    files.add_argument(
+        "--no-respect-gitignore",
+        dest="respect_gitignore",
+        action="store_false",
+        help="also walk into what .gitignore, .git/info/exclude and global excludes ignore",
+    )
     files.add_argument("--stdin-filename", help="the name of the file read from stdin")
     files.add_argument("--config", type=Path, help="use this configuration file only")
     files.add_argument("--isolated", action="store_true", help="ignore configuration files")
@@ -212,6 +225,7 @@ def _overrides(args: argparse.Namespace) -> Overrides:
         rule_options=options,
         noqa=not args.disable_noqa,
         prefilter=not args.no_prefilter,
+        respect_gitignore=args.respect_gitignore,
     )
 
 

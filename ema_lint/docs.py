@@ -224,10 +224,20 @@ SETTINGS: dict[str, tuple[str, str, str]] = {
     "exclude": (
         "list of patterns",
         "the defaults below",
-        "Files and folders not to check when walking a directory; replaces the defaults. Paths "
-        "named on the command line are checked anyway, unless `--force-exclude`.",
+        "Files and folders not to check when walking a directory; replaces the defaults. "
+        "Patterns follow `.gitignore` syntax, relative to the configuration file's folder: a "
+        "bare name (`outputs`) matches at any depth, `/outputs` or `./outputs` only there, "
+        "`**/outputs/**` a top-level folder too, `!pattern` keeps a file again. Paths named "
+        "on the command line are checked anyway, unless `--force-exclude`.",
     ),
     "extend-exclude": ("list of patterns", "`[]`", "Patterns excluded in addition to `exclude`."),
+    "respect-gitignore": (
+        "boolean",
+        "`true`",
+        "Skip, when walking a directory, what git ignores: `.gitignore` files, "
+        "`.git/info/exclude` and the global excludes file (`core.excludesFile`), as ruff does. "
+        "`--no-respect-gitignore` turns it off for one run.",
+    ),
     "unsafe-fixes": (
         "boolean",
         "`false`",
