@@ -75,9 +75,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit 1 if any file was fixed, even when nothing is left",
     )
     rules = check.add_argument_group("rule selection")
-    rules.add_argument("--select", type=_comma_list, help="codes, prefixes or names to enable")
-    rules.add_argument("--extend-select", type=_comma_list, default=[], help="enable these too")
-    rules.add_argument("--ignore", type=_comma_list, default=[], help="disable these")
+    # Repeated list flags add up, as in ruff: --select EMA1 --select EMA2 selects both.
+    rules.add_argument(
+        "--select", type=_comma_list, action="extend", help="codes, prefixes or names to enable"
+    )
+    rules.add_argument(
+        "--extend-select", type=_comma_list, action="extend", default=[], help="enable these too"
+    )
+    rules.add_argument(
+        "--ignore", type=_comma_list, action="extend", default=[], help="disable these"
+    )
     rules.add_argument(
         "--option",
         action="append",
@@ -88,9 +95,14 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_argument("--disable-noqa", action="store_true", help="ignore # noqa comments")
     files = check.add_argument_group("files")
     files.add_argument(
-        "--exclude", type=_comma_list, help="patterns to exclude (replaces defaults)"
+        "--exclude",
+        type=_comma_list,
+        action="extend",
+        help="patterns to exclude, gitignore syntax (replaces defaults)",
     )
-    files.add_argument("--extend-exclude", type=_comma_list, default=[], help="more patterns")
+    files.add_argument(
+        "--extend-exclude", type=_comma_list, action="extend", default=[], help="more patterns"
+    )
     files.add_argument(
         "--force-exclude",
         action="store_true",
@@ -229,14 +241,25 @@ def _overrides(args: argparse.Namespace) -> Overrides:
     )
 
 
-def _statistics(result: RunResult, stream: TextIO) -> None:
+def _statistics(result: RunResult, stream: TextIO, output_format: str = "text") -> None:
+    """Findings per rule: a table, or with ``--output-format json`` a JSON list as ruff's
+    (``code``, ``name``, ``count``, ``fixable``) with the run's errors beside it."""
     counts = Counter(d.code for d in result.diagnostics)
     fixable = {d.code for d in result.diagnostics if result.fixable(d)}
+    rows = []
     for code, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
         rule = registry.info(code)
         assert rule is not None
-        marker = "[*]" if code in fixable else "[ ]"
-        stream.write(f"{count:>5}\t{code}\t{marker} {rule.name}\n")
+        rows.append({"code": code, "name": rule.name, "count": count, "fixable": code in fixable})
+    if output_format in ("json", "json-lines"):
+        json.dump({"statistics": rows, "errors": list(result.errors)}, stream, indent=2)
+        stream.write("\n")
+        return
+    for row in rows:
+        marker = "[*]" if row["fixable"] else "[ ]"
+        stream.write(f"{row['count']:>5}\t{row['code']}\t{marker} {row['name']}\n")
+    for error in result.errors:
+        stream.write(f"error: {error}\n")
 
 
 def _exit_code(result: RunResult, args: argparse.Namespace, any_diff: bool) -> int:
@@ -274,6 +297,8 @@ def _check(
         file_settings = settings.for_file(target if target is not None else Path("-"))
         unsafe = file_settings.unsafe_fixes
         data = stdin.read()
+        if _stdin_excluded(args, settings, target):
+            return _pass_through(args, data, stdout, color)
         outcome = process_source(data, display, file_settings, mode)
         result = collect([outcome], mode)
         result.errors = settings.errors + result.errors
@@ -318,11 +343,28 @@ def _check(
     return _exit_code(result, args, False)
 
 
+def _stdin_excluded(args: argparse.Namespace, settings: Settings, target: Path | None) -> bool:
+    """``--force-exclude`` holds for ``--stdin-filename`` too (editors and pre-commit)."""
+    if not args.force_exclude or target is None:
+        return False
+    from .discovery import excluded_with_parents
+
+    return excluded_with_parents(target, settings)
+
+
+def _pass_through(args: argparse.Namespace, data: bytes, stdout: TextIO, color: bool) -> int:
+    """An excluded stdin file: nothing checked; with ``--fix`` the text comes back as is."""
+    if args.fix and not args.diff:
+        stdout.buffer.write(data) if hasattr(stdout, "buffer") else stdout.write(data.decode())
+        stdout.flush()
+    elif not args.diff:
+        _report(RunResult(), args, stdout, color)
+    return 0
+
+
 def _report(result: RunResult, args: argparse.Namespace, stream: TextIO, color: bool) -> None:
     if args.statistics:
-        _statistics(result, stream)
-        for error in result.errors:
-            stream.write(f"error: {error}\n")
+        _statistics(result, stream, args.output_format)
         return
     if args.output_format == "text" and args.quiet:
         renderers()["concise"](result, stream, color)

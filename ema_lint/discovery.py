@@ -75,14 +75,14 @@ def discover(
             found.errors.append(f"{root}: no such file or directory")
             continue
         if root.is_file() or (not root.is_dir() and root.exists()):
-            if force_exclude and _excluded_with_parents(root, settings):
+            if force_exclude and excluded_with_parents(root, settings):
                 continue
             add(root)
             continue
         if not root.is_dir():
             found.errors.append(f"{root}: not a file or directory (a broken link?)")
             continue
-        if force_exclude and _excluded_with_parents(root, settings):
+        if force_exclude and excluded_with_parents(root, settings):
             continue
 
         git = GitIgnore() if settings.respects_gitignore(root) else None
@@ -105,7 +105,8 @@ def discover(
     return found
 
 
-def _excluded_with_parents(path: Path, settings: Settings) -> bool:
+def excluded_with_parents(path: Path, settings: Settings) -> bool:
+    """Is ``path``, or a folder above it, excluded? (``--force-exclude`` on a named path.)"""
     current = path
     for _ in range(len(path.parts)):
         if settings.excluded(current):

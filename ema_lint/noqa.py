@@ -2,7 +2,11 @@
 
 The line forms follow flake8's syntax, so one comment serves both front ends. A finding is
 suppressed by a comment on its own line or on the first line of the statement that holds it
-(for findings inside a multi-line call). Rule names are accepted as well as codes.
+(for findings inside a multi-line call). Rule names are accepted as well as codes; but
+flake8 reads ``# noqa: ema-decay-out-of-range`` as a blanket ``# noqa`` (its syntax has
+codes only) and hides every plugin's findings on that line, so names are best written
+``# ema-lint: noqa: ema-decay-out-of-range``, a line form that flake8 never parses.
+A comment line ``# ema-lint: noqa`` alone (no codes) suppresses the whole file.
 """
 
 from __future__ import annotations
@@ -18,6 +22,11 @@ _NOQA = re.compile(
     re.IGNORECASE,
 )
 _FILE_NOQA = re.compile(r"#\s*ema-lint\s*:\s*noqa\b(?!\s*:)", re.IGNORECASE)
+# ema-lint's own line form, invisible to flake8: ``# ema-lint: noqa: EMA101, rule-name``.
+_OWN_NOQA = re.compile(
+    r"#\s*ema-lint\s*:\s*noqa\s*:\s*(?P<codes>(?:[A-Za-z][A-Za-z0-9-]*[0-9A-Za-z](?:[,\s]+)?)+)",
+    re.IGNORECASE,
+)
 _SPLIT = re.compile(r"[,\s]+")
 
 
@@ -42,7 +51,7 @@ def file_is_suppressed(text: str) -> bool:
 def line_directive(line: str) -> LineDirective | None:
     if "noqa" not in line.lower():
         return None
-    match = _NOQA.search(line)
+    match = _NOQA.search(line) or _OWN_NOQA.search(line)
     if match is None:
         return None
     codes = match.group("codes")

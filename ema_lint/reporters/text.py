@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from . import RunResult, location_text
+from . import RunResult, location_text, printable
 
 _RESET = "\033[0m"
 _BOLD = "\033[1m"
@@ -26,8 +26,8 @@ def _lines(result: RunResult, color: bool) -> list[str]:
     for d in result.diagnostics:
         marker = " " + _paint("[*]", _CYAN, color) if result.fixable(d) else ""
         out.append(
-            f"{_paint(location_text(d), _BOLD, color)}: "
-            f"{_paint(d.code, _BOLD + _RED, color)}{marker} {d.message}"
+            f"{_paint(printable(location_text(d)), _BOLD, color)}: "
+            f"{_paint(d.code, _BOLD + _RED, color)}{marker} {printable(d.message)}"
         )
     return out
 
@@ -78,7 +78,7 @@ def summary_lines(result: RunResult, color: bool = False) -> list[str]:
 
 def _errors(result: RunResult, stream: TextIO, color: bool) -> None:
     for error in result.errors:
-        stream.write(f"{_paint('error', _BOLD + _YELLOW, color)}: {error}\n")
+        stream.write(f"{_paint('error', _BOLD + _YELLOW, color)}: {printable(error)}\n")
     for note in result.notes:
         stream.write(f"{_paint('note', _BOLD, color)}: {note}\n")
 
