@@ -23,12 +23,12 @@ from .config import ConfigError, Overrides, Settings, parse_rule_option
 from .options import OptionError, rule_options_from
 from .pool import available_cpus
 from .reporters import RunResult, renderers
-from .runner import Mode, collect, process_source, run
+from .runner import FileOutcome, Mode, collect, process_source, run
 
 # Nothing here imports the rules or libcst: a run whose files are all settled by the
 # pre-filter or the cache never needs them (``rules``, ``explain`` and the engine import them).
 
-SUBCOMMANDS = ("check", "rules", "explain")
+SUBCOMMANDS = ("check", "rules", "explain", "clean")
 INTERNAL_ERRORS = ("EMA902", "EMA903")
 
 
@@ -148,12 +148,16 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument(
         "--output-format",
         default=os.environ.get("EMA_LINT_OUTPUT_FORMAT", "text"),
-        help="text (default), concise, grouped, json, sarif, github, gitlab or junit",
+        help="text (default), concise, full, grouped, json, json-lines, sarif, github, "
+        "gitlab or junit",
     )
     output.add_argument("--statistics", action="store_true", help="count findings per rule")
     output.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
     output.add_argument("-q", "--quiet", action="store_true", help="print findings only")
     output.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+
+    _add_adoption_arguments(check)
+    _add_clean_parser(sub)
 
     rules_cmd = sub.add_parser("rules", help="list the rules")
     rules_cmd.add_argument("--output-format", choices=("text", "json"), default="text")
@@ -161,6 +165,34 @@ def build_parser() -> argparse.ArgumentParser:
     explain = sub.add_parser("explain", help="show a rule's documentation")
     explain.add_argument("rule", help="a code (EMA101) or name (ema-decay-out-of-range)")
     return parser
+
+
+def _add_adoption_arguments(check: argparse.ArgumentParser) -> None:
+    """Flags for adopting ema-lint on an existing codebase and for feeding other tools."""
+    adoption = check.add_argument_group("adoption")
+    adoption.add_argument(
+        "--add-noqa",
+        action="store_true",
+        help="add '# noqa: CODE' for every current finding (idempotent, keeps comments)",
+    )
+    adoption.add_argument(
+        "--show-fixes",
+        action="store_true",
+        help="list the fixes: applied ones with --fix, else those available",
+    )
+    adoption.add_argument(
+        "--show-settings",
+        action="store_true",
+        help="print the settings that apply to the one file given, and exit",
+    )
+    adoption.add_argument(
+        "-o", "--output-file", type=Path, metavar="PATH", help="write the report to this file"
+    )
+
+
+def _add_clean_parser(sub: argparse._SubParsersAction) -> None:
+    clean = sub.add_parser("clean", help="remove the results cache")
+    clean.add_argument("--cache-dir", type=Path, default=None, metavar="PATH")
 
 
 def _jobs(text: str) -> int:
@@ -285,6 +317,10 @@ def _check(
     settings = Settings(_overrides(args), config_path=args.config, isolated=args.isolated)
     mode = Mode(fix=args.fix, diff=args.diff, text_edits=args.output_format != "text")
     paths = args.paths or [Path(".")]
+    if args.show_settings:
+        return _show_settings(paths, settings, stdout)
+    if args.output_file is not None:
+        return _to_output_file(args, stdout, stderr, stdin)
     color = _use_color(args.color, stdout)
     unsafe = bool(args.unsafe_fixes)
 
@@ -329,6 +365,8 @@ def _check(
         # The configuration file may turn unsafe fixes on.
         unsafe = any(settings.for_file(Path(o.path)).unsafe_fixes for o in outcomes[:1])
     result.unsafe_fixes = unsafe
+    if args.add_noqa:
+        return _add_noqa(result, stderr)
     if args.diff:
         diffs = [o.diff for o in outcomes if o.diff]
         for diff in diffs:
@@ -340,7 +378,93 @@ def _check(
             stderr.write(f"error: {error}\n")
         return _exit_code(result, args, bool(diffs))
     _report(result, args, stdout, color)
+    if args.show_fixes:
+        _show_fixes(result, outcomes, stdout)
     return _exit_code(result, args, False)
+
+
+def _show_settings(paths: Sequence[Path], settings: Settings, stdout: TextIO) -> int:
+    """``--show-settings FILE``: what runs on that file, from which configuration."""
+    if len(paths) != 1 or str(paths[0]) == "-":
+        raise UsageError("--show-settings takes exactly one file")
+    path = paths[0]
+    config = settings.config_for(path)
+    for error in settings.errors:
+        stdout.write(f"error: {error}\n")
+    file_settings = settings.for_file(path)
+    document = {
+        "file": str(path),
+        "configuration": str(config.path) if config.path is not None else None,
+        "excluded": settings.excluded(path),
+        "respect-gitignore": settings.respects_gitignore(path),
+        "rules": list(file_settings.codes),
+        "ignored": sorted(file_settings.ignored),
+        "rule-options": file_settings.options,
+        "noqa": file_settings.noqa,
+        "unsafe-fixes": file_settings.unsafe_fixes,
+    }
+    json.dump(document, stdout, indent=2, default=str)
+    stdout.write("\n")
+    return 2 if settings.errors else 0
+
+
+def _to_output_file(
+    args: argparse.Namespace, stdout: TextIO, stderr: TextIO, stdin: io.BufferedIOBase
+) -> int:
+    """``--output-file``: the report goes to the file, uncoloured (fixed stdin still to stdout)."""
+    path = args.output_file
+    args.output_file = None
+    args.color = "never"
+    buffer = io.StringIO()
+    code = _check(args, buffer, stderr, stdin)
+    try:
+        path.write_text(buffer.getvalue(), encoding="utf-8")
+    except OSError as error:
+        raise UsageError(f"{path}: cannot write the report: {error.strerror or error}") from None
+    return code
+
+
+def _add_noqa(result: RunResult, stderr: TextIO) -> int:
+    from .adoption import add_noqa
+
+    added, errors = add_noqa(result.diagnostics)
+    for error in [*result.errors, *errors]:
+        stderr.write(f"error: {error}\n")
+    stderr.write(f"Added {added} noqa directive{'s' if added != 1 else ''}.\n")
+    return 2 if result.errors or errors else 0
+
+
+def _show_fixes(result: RunResult, outcomes: Sequence[FileOutcome], stdout: TextIO) -> None:
+    """The fixes applied per file (``--fix``), or each finding's available fix."""
+    if result.fix_mode:
+        fixed = [o for o in outcomes if o.fixed]
+        if fixed:
+            stdout.write("\nFixed:\n")
+        for o in fixed:
+            stdout.write(f"  {o.path}: {o.fixed} fix{'es' if o.fixed != 1 else ''} applied\n")
+        return
+    available = [d for d in result.diagnostics if d.fix is not None]
+    if available:
+        stdout.write("\nFixes available:\n")
+    for d in available:
+        assert d.fix is not None
+        marker = "[*]" if result.fixable(d) else "[unsafe]"
+        stdout.write(f"  {d.path}:{d.line}:{d.column} {d.code} {marker} {d.fix.title}\n")
+
+
+def _clean(args: argparse.Namespace, stdout: TextIO) -> int:
+    """``ema-lint clean``: remove the results cache of the current project."""
+    from .adoption import clean
+
+    if args.cache_dir is not None:
+        folder = args.cache_dir
+    else:
+        settings = Settings()
+        config = settings.config_for(Path.cwd())
+        folder = default_dir(config.path.parent if config.path is not None else Path.cwd())
+    removed = clean(folder)
+    stdout.write(f"{'Removed' if removed else 'No cache at'} {folder}\n")
+    return 0
 
 
 def _stdin_excluded(args: argparse.Namespace, settings: Settings, target: Path | None) -> bool:
@@ -432,6 +556,8 @@ def main(
             return _rules(args, stdout)
         if args.command == "explain":
             return _explain(args, stdout)
+        if args.command == "clean":
+            return _clean(args, stdout)
         return _check(args, stdout, stderr, stdin)
     except UsageError as error:
         stderr.write(f"ema-lint: error: {error}\n")

@@ -59,13 +59,15 @@ def rule_url(code: str) -> str:
 
 def renderers() -> dict[str, Renderer]:
     """Every output format by name, in the order ``--help`` lists them."""
-    from . import github, gitlab, grouped, json_format, junit, sarif, text
+    from . import full, github, gitlab, grouped, json_format, json_lines, junit, sarif, text
 
     return {
         "text": text.render_full,
         "concise": text.render_concise,
+        "full": full.render,
         "grouped": grouped.render,
         "json": json_format.render,
+        "json-lines": json_lines.render,
         "sarif": sarif.render,
         "github": github.render,
         "gitlab": gitlab.render,
