@@ -60,12 +60,26 @@ def line_directive(line: str) -> LineDirective | None:
     return LineDirective(frozenset(c.upper() for c in _SPLIT.split(codes.strip()) if c))
 
 
+def directive_tokens(comment: str) -> tuple[int, int, list[str]] | None:
+    """Where the code list of a ``# noqa: ...`` (or ``# ema-lint: noqa: ...``) directive sits
+    in ``comment``, and its tokens as written; None for a blanket or no directive."""
+    match = _NOQA.search(comment) or _OWN_NOQA.search(comment)
+    if match is None or not match.group("codes"):
+        return None
+    codes = match.group("codes")
+    stripped = codes.rstrip(", \t")
+    tokens = [c for c in _SPLIT.split(stripped) if c]
+    return match.start("codes"), match.start("codes") + len(stripped), tokens
+
+
 class NoqaFilter:
     """Answers whether a finding is suppressed, caching each line's directive."""
 
     def __init__(self, lines: LineIndex) -> None:
         self.lines = lines
         self._cache: dict[int, LineDirective | None] = {}
+        # (line, token) of each directive token that silenced a finding (for EMA910).
+        self.used: set[tuple[int, str]] = set()
 
     def _directive(self, line: int) -> LineDirective | None:
         if line not in self._cache:
@@ -73,15 +87,22 @@ class NoqaFilter:
         return self._cache[line]
 
     def suppressed(self, code: str, name: str, line: int, statement_line: int | None) -> bool:
-        for candidate in {line, statement_line or line}:
+        found = False
+        for candidate in sorted({line, statement_line or line}):
             directive = self._directive(candidate)
             if directive is None:
                 continue
             if directive.codes is None:
                 return True
-            if code.upper() in directive.codes or name.upper() in directive.codes:
-                return True
-            # A prefix such as EMA1 silences the whole family, as in flake8.
-            if any(code.upper().startswith(c) for c in directive.codes if c.startswith("EMA")):
-                return True
-        return False
+            tokens = covering(directive.codes, code, name)
+            if tokens:
+                self.used.update((candidate, token) for token in tokens)
+                found = True
+        return found
+
+
+def covering(tokens: frozenset[str], code: str, name: str) -> set[str]:
+    """The tokens of a directive (upper case) that name ``code``: itself, the rule's name, or
+    a prefix such as ``EMA1`` (which silences the whole family, as in flake8)."""
+    code, name = code.upper(), name.upper()
+    return {t for t in tokens if t in (code, name) or (t.startswith("EMA") and code.startswith(t))}

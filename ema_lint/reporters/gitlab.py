@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path, PurePath
 from typing import Any, TextIO
 
+from .. import registry
 from ..diagnostics import Diagnostic
 from . import FileLines, RunResult, located_message, repository_path, repository_root
 
@@ -44,7 +45,7 @@ def fingerprint(d: Diagnostic, occurrence: int) -> str:
 
 
 def _severity(code: str) -> str:
-    return "critical" if code.startswith("EMA9") else "major"
+    return "critical" if registry.is_internal(code) else "major"
 
 
 def document(result: RunResult) -> list[dict[str, Any]]:

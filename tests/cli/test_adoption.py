@@ -98,3 +98,35 @@ def test_github_action_installs_ema_lint_and_uploads_sarif() -> None:
         s for s in steps if str(s.get("uses", "")).startswith("github/codeql-action/upload-sarif")
     ]
     assert uploads and uploads[0]["with"]["sarif_file"]
+
+
+def test_unused_noqa_is_off_by_default_and_its_fix_removes_the_comment(run, project: Path) -> None:
+    path = project / "train.py"
+    path.write_text(
+        "from timm.utils import ModelEmaV2\n\n"
+        "ema = ModelEmaV2(model, decay=0.9998)  # noqa: EMA101\n"
+        "ema2 = ModelEmaV2(model, decay=0.99)  # noqa: EMA101\n"
+        "# noqa: EMA101\n"
+    )
+    assert run("train.py", cwd=project).code == 0
+    found = run("--extend-select", "EMA910", "train.py", cwd=project)
+    assert "train.py:3:40: EMA910 [*] Unused noqa for EMA101" in found.out
+    assert "train.py:5:1: EMA910 Unused noqa for EMA101" in found.out  # own line: no fix
+    assert ":4:" not in found.out
+    run("--extend-select", "EMA910", "--fix", "train.py", cwd=project)
+    assert path.read_text().splitlines()[2:] == [
+        "ema = ModelEmaV2(model, decay=0.9998)",
+        "ema2 = ModelEmaV2(model, decay=0.99)  # noqa: EMA101",
+        "# noqa: EMA101",
+    ]
+
+
+def test_add_noqa_then_unused_noqa_round_trip(run, project: Path) -> None:
+    """Adopt with --add-noqa, fix the code, and EMA910 removes the stale comment."""
+    path = project / "train.py"
+    path.write_text(BAD)
+    run("--add-noqa", "train.py", cwd=project)
+    assert "# noqa: EMA101" in path.read_text()
+    path.write_text(path.read_text().replace("0.99)", "0.9998)"))
+    run("--extend-select", "EMA910", "--fix", "train.py", cwd=project)
+    assert path.read_text() == BAD.replace("0.99)", "0.9998)")
