@@ -497,7 +497,7 @@ def _report(result: RunResult, args: argparse.Namespace, stream: TextIO, color: 
 
 
 def _rules(args: argparse.Namespace, stdout: TextIO) -> int:
-    from .docs import fix_summary
+    from .rule_docs import fix_summary
 
     rules = registry.all_rules()
     if args.output_format == "json":
@@ -528,7 +528,7 @@ def _rules(args: argparse.Namespace, stdout: TextIO) -> int:
 
 
 def _explain(args: argparse.Namespace, stdout: TextIO) -> int:
-    from .docs import render
+    from .rule_docs import render
 
     rule = registry.lookup(args.rule)
     if rule is None:

@@ -64,7 +64,7 @@ def _level(code: str) -> str:
 
 
 def _rule_descriptor(rule: type[Rule]) -> dict[str, Any]:
-    from ..docs import fix_summary, render
+    from ..rule_docs import fix_summary, render
 
     return {
         "id": rule.code,
