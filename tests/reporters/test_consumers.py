@@ -115,14 +115,19 @@ def test_junit_with_control_characters_parses() -> None:
 
 
 def test_text_output_escapes_terminal_sequences_from_source(run, project: Path) -> None:
+    # A raw ESC and a raw newline inside a triple-quoted key, quoted by the message's "from".
+    key = '"""k\x1b[31m\nfake.py:1:1: EMA999"""'
     (project / "train.py").write_text(
         "from timm.utils import ModelEmaV2\n\n"
-        'DECAY = {"\\x1b[2J\\nfake.py:1:1: EMA999": 0.99}\n'
-        'ema = ModelEmaV2(model, decay=DECAY["\\x1b[2J\\nfake.py:1:1: EMA999"])\n'
+        f"DECAY = {{{key}: 0.99}}\n"
+        f"ema = ModelEmaV2(model, decay=DECAY[{key}])\n"
     )
-    out = run("--color", "never", "train.py", cwd=project).out
-    assert "\x1b" not in out
-    assert not any(line.startswith("fake.py") for line in out.splitlines())
+    for output_format in ("text", "concise", "grouped", "full"):
+        out = run("--output-format", output_format, "train.py", cwd=project).out
+        assert "EMA101" in out
+        assert "\x1b" not in out, output_format
+        assert not any(line.lstrip().startswith("fake.py") for line in out.splitlines())
+        assert "k\\x1b[31m\\nfake.py" in out
 
 
 def test_statistics_honour_json(run, project: Path) -> None:
