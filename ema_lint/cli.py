@@ -411,7 +411,9 @@ def _show_settings(paths: Sequence[Path], settings: Settings, stdout: TextIO) ->
 def _to_output_file(
     args: argparse.Namespace, stdout: TextIO, stderr: TextIO, stdin: io.BufferedIOBase
 ) -> int:
-    """``--output-file``: the report goes to the file, uncoloured (fixed stdin still to stdout)."""
+    """``--output-file``: the report goes to the file, uncoloured."""
+    if args.fix and not args.diff and any(str(p) == "-" for p in args.paths):
+        raise UsageError("--output-file cannot be combined with --fix on stdin")
     path = args.output_file
     args.output_file = None
     args.color = "never"
