@@ -3646,4 +3646,22 @@ RULES = (
         triggers=(),
         trigger_groups=(),
     ),
+    RuleInfo(
+        code="EMA910",
+        name="unused-noqa",
+        class_name="UnusedNoqa",
+        summary="A noqa comment for an EMA code that suppresses nothing",
+        default_enabled=False,
+        internal=False,
+        fix_availability="sometimes",
+        fix_applicability="safe",
+        options=(),
+        triggers=(
+            b"noqa",
+            b"NOQA",
+            b"NoQA",
+            b"Noqa",
+        ),
+        trigger_groups=(),
+    ),
 )

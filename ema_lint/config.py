@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import re
 import stat
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from pathspec import GitIgnoreSpec
 
 from . import registry
 from .file_settings import FileSettings
@@ -31,27 +32,44 @@ else:  # pragma: no cover - exercised on Python 3.10
 CONFIG_NAMES = (".ema-lint.toml", "ema-lint.toml", "pyproject.toml")
 
 DEFAULT_EXCLUDES = (
+    # version control, virtualenvs and tool caches
+    ".bzr",
+    ".direnv",
+    ".eggs",
     ".git",
     ".hg",
     ".svn",
     ".venv",
     "venv",
+    ".pyenv",
     ".tox",
     ".nox",
     ".mypy_cache",
+    ".pytype",
     ".ruff_cache",
     ".pytest_cache",
     ".ema_lint_cache",
+    ".ipynb_checkpoints",
     "__pycache__",
-    "build",
-    "dist",
+    "__pypackages__",
     "node_modules",
     "site-packages",
-    "__pypackages__",
+    # build output
+    "_build",
+    "build",
+    "buck-out",
+    "dist",
+    # training run records: Hydra's (outputs/**/.hydra, multirun/), experiment trackers'
+    # copies of the code and configs (wandb/, mlruns/), Lightning's logs
+    ".hydra",
+    "multirun",
+    "wandb",
+    "mlruns",
+    "lightning_logs",
 )
 
 _LIST_KEYS = ("select", "extend-select", "ignore", "exclude", "extend-exclude")
-_KNOWN_KEYS = (*_LIST_KEYS, "per-file-ignores", "unsafe-fixes")
+_KNOWN_KEYS = (*_LIST_KEYS, "per-file-ignores", "unsafe-fixes", "respect-gitignore")
 
 
 class ConfigError(Exception):
@@ -72,6 +90,7 @@ class ConfigFile:
     extend_exclude: list[str] = field(default_factory=list)
     unsafe_fixes: bool | None = None
     rule_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    respect_gitignore: bool | None = None
 
 
 @dataclass
@@ -88,6 +107,7 @@ class Overrides:
     rule_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     noqa: bool = True
     prefilter: bool = True
+    respect_gitignore: bool | None = None  # None: as the configuration says (default on)
 
 
 def _load_toml(path: Path) -> dict[str, Any]:
@@ -166,10 +186,10 @@ def parse_config(path: Path, data: Mapping[str, Any]) -> ConfigFile:
                 items = _str_list(path, f"per-file-ignores.{pattern}", codes)
                 _check_selectors(str(path), f"per-file-ignores.{pattern}", items)
                 config.per_file_ignores[pattern] = items
-        elif key == "unsafe-fixes":
+        elif key in ("unsafe-fixes", "respect-gitignore"):
             if not isinstance(value, bool):
-                raise ConfigError(f"{path}: 'unsafe-fixes' must be true or false, got {value!r}")
-            config.unsafe_fixes = value
+                raise ConfigError(f"{path}: '{key}' must be true or false, got {value!r}")
+            setattr(config, key.replace("-", "_"), value)
     return config
 
 
@@ -242,25 +262,36 @@ def _matches(pattern: str, relative: str, name: str) -> bool:
     return fnmatch.fnmatchcase(relative, pattern) or fnmatch.fnmatchcase(relative, pattern + "/*")
 
 
-class _Excludes:
-    """A list of exclude patterns as two expressions: on the name, on the relative path.
+def _gitignore_pattern(pattern: str) -> str:
+    """An exclude pattern in gitignore syntax: ``./outputs`` means ``/outputs`` (this
+    folder's), as users write it."""
+    while pattern.startswith("./"):
+        pattern = "/" + pattern[2:].lstrip("/")
+    return pattern
 
-    Matches exactly what ``_matches`` does pattern by pattern (fnmatch semantics), in one
-    regular-expression call per kind instead of one per pattern.
+
+class _Excludes:
+    """A list of exclude patterns, read with gitignore semantics (``pathspec``).
+
+    ``outputs`` or ``build/`` match that name at any depth, ``docs/evidence`` and
+    ``/outputs`` are relative to the configuration's folder, ``**/outputs/**`` matches a
+    top-level ``outputs/`` too, ``!pattern`` keeps what an earlier pattern excluded. When
+    every pattern is a bare name (the defaults), the name alone decides: no path to resolve.
     """
 
     def __init__(self, patterns: Sequence[str]) -> None:
-        names = [p.rstrip("/") for p in patterns if "/" not in p.rstrip("/")]
-        paths = [p.strip("/") for p in patterns if "/" in p.rstrip("/")]
-        self.by_name = self._compile(names)
-        self.by_path = self._compile([*paths, *(p + "/*" for p in paths)])
+        lines = [_gitignore_pattern(p) for p in patterns if p.strip()]
+        self.spec = GitIgnoreSpec.from_lines(lines) if lines else None
+        self.by_name_only = all(
+            "/" not in line.rstrip("/") and not line.startswith("!") for line in lines
+        )
 
-    @staticmethod
-    def _compile(patterns: Sequence[str]) -> Any:
-        if not patterns:
-            return None
-        # Each translation ends in \Z: ``match`` anchors it at both ends.
-        return re.compile("|".join(fnmatch.translate(p) for p in patterns)).match
+    def matches(self, name: str, relative: str | None, is_dir: bool) -> bool:
+        """``relative`` (to the configuration's folder) is needed unless ``by_name_only``."""
+        if self.spec is None:
+            return False
+        target = name if self.by_name_only or relative is None else relative
+        return self.spec.match_file(target + "/" if is_dir else target)
 
 
 def _relative(path: Path, root: Path) -> str:
@@ -392,26 +423,34 @@ class Settings:
     def excluded(self, path: Path, *, is_dir: bool | None = None) -> bool:
         config = self.config_for(path, is_dir=is_dir)
         excludes = self._excludes_of(config)
-        if excludes.by_name is not None and excludes.by_name(path.name):
-            return True
+        if excludes.spec is None:
+            return False
+        if is_dir is None:
+            is_dir = path.is_dir()
         # Resolving the path costs a system call per folder: only patterns with a "/" need it.
-        if excludes.by_path is not None:
-            return excludes.by_path(self._relative(path, config.root)) is not None
-        return False
+        relative = None if excludes.by_name_only else self._relative(path, config.root)
+        return excludes.matches(path.name, relative, is_dir)
+
+    def respects_gitignore(self, path: Path) -> bool:
+        """Does a walk from ``path`` skip what git ignores? (the command line, else the
+        configuration governing ``path``, else yes, as ruff does)."""
+        if self.overrides.respect_gitignore is not None:
+            return self.overrides.respect_gitignore
+        configured = self.config_for(path).respect_gitignore
+        return True if configured is None else configured
 
     def kept_files(self, folder: Path, names: Iterable[str]) -> list[str]:
         """The names of the files in ``folder`` that ``excluded`` keeps, in order: the same
         verdicts, with one configuration lookup for the folder instead of one per file."""
         config = self.config_for(folder, is_dir=True)  # a file's config is its folder's
         excludes = self._excludes_of(config)
-        by_name, by_path = excludes.by_name, excludes.by_path
+        if excludes.spec is None:
+            return list(names)
         kept = []
         for name in names:
-            if by_name is not None and by_name(name):
-                continue
-            if by_path is not None and by_path(self._relative(folder / name, config.root)):
-                continue
-            kept.append(name)
+            relative = None if excludes.by_name_only else self._relative(folder / name, config.root)
+            if not excludes.matches(name, relative, False):
+                kept.append(name)
         return kept
 
     def _real_folder(self, folder: Path, spelled: str) -> Path:

@@ -4,10 +4,12 @@ Paths named on the command line are always checked (unless ``--force-exclude``, 
 pre-commit hooks use so that ``exclude`` holds there too); files found by walking a
 directory are checked when they have a known suffix, are regular files (a FIFO or a device
 named ``x.py`` would block the run; named on the command line, one is refused with a
-message), and no exclude pattern matches them or a folder above them. A file reached
-twice (through a symbolic link) is checked once. Unreadable folders, missing paths and
-broken links are reported, never fatal; links to folders are not followed (so link loops
-cannot trap the walk).
+message), and no exclude pattern matches them or a folder above them. Walking also skips
+what git ignores (``.gitignore``, ``.git/info/exclude``, the global excludes file; see
+``gitignore.py``) unless ``respect-gitignore`` is off. A file reached twice (through a
+symbolic link) is checked once. Unreadable folders, missing paths and broken links are
+reported, never fatal; links to folders are not followed (so link loops cannot trap the
+walk).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import Settings
+from .gitignore import GitIgnore, absolute
 
 # Python files, and the files that ema_lint.sources reads (notebooks, YAML configs).
 SUFFIXES = (".py", ".pyi", ".ipynb", ".yaml", ".yml")
@@ -82,12 +85,14 @@ def discover(
             found.errors.append(f"{root}: {problem}")
             continue
         if kind == "file":
-            if force_exclude and _excluded_with_parents(root, settings):
+            if force_exclude and excluded_with_parents(root, settings):
                 continue
             add(root)
             continue
-        if force_exclude and _excluded_with_parents(root, settings):
+        if force_exclude and excluded_with_parents(root, settings):
             continue
+
+        git = GitIgnore() if settings.respects_gitignore(root) else None
 
         def on_error(error: OSError) -> None:
             found.errors.append(f"{error.filename}: cannot read directory: {error.strerror}")
@@ -98,6 +103,10 @@ def discover(
                 d for d in dirnames if not settings.excluded(base / d, is_dir=True)
             )
             candidates = sorted(name for name in filenames if name.endswith(suffixes))
+            if git is not None:
+                where = absolute(base)
+                dirnames[:] = git.kept(where, dirnames, are_dirs=True)
+                candidates = git.kept(where, candidates, are_dirs=False) if candidates else []
             for name in settings.kept_files(base, candidates) if candidates else ():
                 add(base / name, walked=root)
     return found
@@ -139,7 +148,8 @@ def _points_outside(link: Path, root: Path) -> bool:
         return True
 
 
-def _excluded_with_parents(path: Path, settings: Settings) -> bool:
+def excluded_with_parents(path: Path, settings: Settings) -> bool:
+    """Is ``path``, or a folder above it, excluded? (``--force-exclude`` on a named path.)"""
     current = path
     for _ in range(len(path.parts)):
         if settings.excluded(current):

@@ -32,7 +32,7 @@ from .decoding import bom_encoding, bom_message, text_for_matching
 from .diagnostics import Diagnostic, Fix, Position, Related, TextEdit
 from .file_settings import FileSettings
 from .fixer import apply_fixes, fix_span, keep_original_lines, text_edit
-from .noqa import NoqaFilter, file_is_suppressed
+from .noqa import NoqaFilter, covering, file_is_suppressed
 from .positions import LineIndex, PositionTable
 from .prefilter import PreFilter
 from .registry import by_code
@@ -329,12 +329,19 @@ def _place(
     noqa = NoqaFilter(positions.lines) if settings.noqa else None
     result: list[Diagnostic] = []
     seen: set[tuple[str, int, int, str]] = set()
-    for report in pending:
+    # Reports on suppression comments (EMA910) are judged last, once every other finding
+    # has been matched against the comments: they stand only for tokens that silenced none.
+    ordered = [r for r in pending if r.noqa_token is None]
+    ordered += [r for r in pending if r.noqa_token is not None]
+    for report in ordered:
         rule = report.rule
         start, end = positions.range(report.node)
         statement = statements[id(report.node)]
         statement_line = positions.range(statement)[0].line if statement is not None else None
-        if noqa is not None and noqa.suppressed(rule.code, rule.name, start.line, statement_line):
+        if report.noqa_token is not None:
+            if noqa is None or not _unused(report.noqa_token, start.line, noqa, settings):
+                continue
+        elif noqa is not None and noqa.suppressed(rule.code, rule.name, start.line, statement_line):
             continue
         key = (rule.code, start.line, start.column, report.message)
         if key in seen:
@@ -391,6 +398,20 @@ def _cite(
     if not cited:
         return message, ()
     return f"{message} ({'; '.join(r.message for r in cited)})", tuple(cited)
+
+
+def _unused(token: str, line: int, noqa: NoqaFilter, settings: FileSettings) -> bool:
+    """Does ``token`` of the directive on ``line`` name a rule that runs on this file (an
+    EMA code, a prefix of one, or a rule's name) and yet silence nothing there?"""
+    upper = token.upper()
+    if (line, upper) in noqa.used:
+        return False
+    for rule in settings.visitor_rules():
+        if getattr(rule, "judges_suppressions", False):
+            continue  # EMA910 itself: its reports are never silenced by the comment judged
+        if covering(frozenset({upper}), rule.code, rule.name):
+            return True
+    return False
 
 
 def lint(data: bytes | str, path: str, settings: FileSettings) -> list[Diagnostic]:

@@ -1,9 +1,14 @@
 """The flake8 front end: the same engine and findings, in flake8's tuple contract.
 
 flake8 wants ``(line, column, "CODE message", type)`` with a 0-based column (it adds one
-when printing), so the column here is ema-lint's 1-based column minus one. Suppression is
-flake8's job (``# noqa``), so the engine runs with noqa off; selection by flake8's
-``--select`` happens after. The plugin reads the same configuration file as the command
+when printing), so the column here is ema-lint's 1-based column minus one. The engine
+applies ema-lint's own suppression (``# noqa: EMA101`` on the first line of a multi-line
+statement, a file-level ``# ema-lint: noqa``), so the plugin reports what the command
+reports; flake8's ``--disable-noqa`` turns it off too. flake8 then reads ``# noqa`` on the
+reported line itself: it understands codes only (a rule name after ``# noqa:`` reads to it
+as a blanket ``# noqa`` hiding every plugin's findings), which is why rule names go in
+``# ema-lint: noqa: NAME``, a form flake8 never parses. Selection by flake8's ``--select``
+happens after. The plugin reads the same configuration file as the command
 (``[tool.ema-lint]`` / ``ema-lint.toml``); its flags (``--<rule-name>-<option>``) and
 ``--ema-lint-config`` win over it. Files that hold no trigger of any rule (the union of
 every rule's triggers) cost one scan of their text and nothing else.
@@ -18,7 +23,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 from . import registry
 from ._version import __version__
@@ -84,23 +89,24 @@ class EmaLintChecker:
                 try:
                     rule_options.setdefault(rule.name, {})[option.name] = option.parse(value)
                 except OptionError as error:
-                    raise _stop(f"{_flag(rule.name, option.name)}: {error}") from None
+                    _usage_error(f"{_flag(rule.name, option.name)}: {error}")
         config = getattr(options, "ema_lint_config", None)
-        overrides = Overrides(rule_options=rule_options, noqa=False)
+        noqa = not getattr(options, "disable_noqa", False)
+        overrides = Overrides(rule_options=rule_options, noqa=noqa)
         try:
             cls._settings = Settings(overrides, config_path=Path(config) if config else None)
         except ConfigError as error:
-            raise _stop(str(error)) from None
+            _usage_error(str(error))
         # The configuration of the folder flake8 runs in, now: its errors stop the run
         # before any file is checked (with the defaults, it would report what it turns off).
         cls._settings.check_config([Path.cwd()])
         if cls._settings.errors:
-            raise _stop(cls._settings.errors[0])
+            _usage_error(cls._settings.errors[0])
 
     @classmethod
     def _get_settings(cls) -> Settings:
         if cls._settings is None:
-            cls._settings = Settings(Overrides(noqa=False))
+            cls._settings = Settings(Overrides())
         return cls._settings
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
@@ -130,11 +136,19 @@ except ImportError:  # pragma: no cover - imported without flake8
 
 
 class ConfigurationError(_Stop, ValueError):  # type: ignore[misc,valid-type]
-    """A configuration or flag error: it stops the flake8 run (a ValueError elsewhere)."""
+    """A configuration error met while checking a file (in a worker): it stops the run."""
 
 
 def _stop(message: str) -> ConfigurationError:
     return ConfigurationError(f"ema-lint: {message}")
+
+
+def _usage_error(message: str) -> NoReturn:
+    """A bad option or configuration: one line, as flake8 reports its own, and exit 2."""
+    import sys
+
+    sys.stderr.write(f"flake8: error: ema-lint: {message}\n")
+    raise SystemExit(2)
 
 
 def _any_code_selected(options: Any) -> bool:

@@ -129,5 +129,9 @@ def default_codes() -> set[str]:
 
 
 def is_internal(code: str) -> bool:
-    """EMA9xx: ema-lint's own errors, not findings of a visitor."""
+    """ema-lint's own errors (EMA901-EMA903), not findings of a visitor. The EMA9xx range
+    also holds rules about ema-lint's own comments (EMA910), which are visitors."""
+    entry = info(code)
+    if entry is not None:
+        return entry.internal
     return code.startswith("EMA9")

@@ -34,6 +34,9 @@ class PendingReport:
     node: cst.CSTNode
     message: str
     fix: Fix | None
+    # Set by ``report_unused_suppression``: the report stands only if this token of the
+    # suppression comment on the node's line silenced no finding (judged after the others).
+    noqa_token: str | None = None
 
 
 class Rule:
@@ -68,6 +71,13 @@ class Rule:
     def report(self, node: cst.CSTNode, message: str, fix: Fix | None = None) -> None:
         """Record a finding on ``node`` (its range is the finding's range)."""
         self.reports.append(PendingReport(self, node, message, fix))
+
+    def report_unused_suppression(
+        self, comment: cst.CSTNode, token: str, message: str, fix: Fix | None = None
+    ) -> None:
+        """Report ``token`` of the noqa directive in ``comment`` if it turns out to silence
+        nothing; the engine decides, once every other rule's findings are placed."""
+        self.reports.append(PendingReport(self, comment, message, fix, noqa_token=token))
 
     def finish(self) -> None:
         """Called once after every visit method has run; for whole-module checks."""

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path, PurePath
 from typing import TextIO
 
 from ..diagnostics import Applicability, Diagnostic
@@ -56,13 +59,15 @@ def rule_url(code: str) -> str:
 
 def renderers() -> dict[str, Renderer]:
     """Every output format by name, in the order ``--help`` lists them."""
-    from . import github, gitlab, grouped, json_format, junit, sarif, text
+    from . import full, github, gitlab, grouped, json_format, json_lines, junit, sarif, text
 
     return {
         "text": text.render_full,
         "concise": text.render_concise,
+        "full": full.render,
         "grouped": grouped.render,
         "json": json_format.render,
+        "json-lines": json_lines.render,
         "sarif": sarif.render,
         "github": github.render,
         "gitlab": gitlab.render,
@@ -87,3 +92,80 @@ def located_message(diagnostic: Diagnostic) -> str:
     if diagnostic.cell is not None:
         return f"cell {diagnostic.cell}, line {diagnostic.line}: {diagnostic.message}"
     return diagnostic.message
+
+
+# C0 and C1 control characters (ESC among them), DEL, and the Unicode line separators: a
+# message quoting a source string must not move the cursor, recolour the terminal or start a
+# new line that reads as another finding.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters written as escapes (``\\x1b``, ``\\n``)."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+@dataclass(frozen=True)
+class FileSpan:
+    """A finding's lines in the file itself; columns only where they are the file's too."""
+
+    start_line: int
+    end_line: int
+    start_column: int | None
+    end_column: int | None
+
+
+class FileLines:
+    """Positions in the file's own lines, for formats that address a file (SARIF, GitHub,
+    GitLab). A notebook finding carries lines within its cell; here it gets the ``.ipynb``
+    file's line of that cell line (each notebook read once), and no column (a cell's column
+    is not the JSON text's)."""
+
+    def __init__(self) -> None:
+        self._notebooks: dict[str, dict[int, list[int]] | None] = {}
+
+    def _cells(self, path: str) -> dict[int, list[int]] | None:
+        if path not in self._notebooks:
+            from ..notebook_json import cell_file_lines
+
+            try:
+                text = Path(path).read_bytes().decode("utf-8-sig")
+                self._notebooks[path] = cell_file_lines(text)
+            except (OSError, UnicodeDecodeError, ValueError, IndexError):
+                self._notebooks[path] = None
+        return self._notebooks[path]
+
+    def span(self, d: Diagnostic) -> FileSpan:
+        if d.cell is None:
+            return FileSpan(d.start.line, d.end.line, d.start.column, d.end.column)
+        cells = self._cells(d.path) or {}
+        lines = cells.get(d.cell) or []
+
+        def file_line(line: int) -> int:
+            if not lines:
+                return 1
+            return lines[min(max(line, 1), len(lines)) - 1]
+
+        return FileSpan(file_line(d.start.line), file_line(d.end.line), None, None)
+
+
+def repository_root() -> Path | None:
+    """The repository the run is in: the CI's checkout folder, else git's top folder."""
+    for variable in ("GITHUB_WORKSPACE", "CI_PROJECT_DIR"):
+        value = os.environ.get(variable)
+        if value:
+            return Path(value).resolve()
+    from ..gitignore import repository_root as find
+
+    found = find(os.path.abspath(os.getcwd()))
+    return Path(found).resolve() if found is not None else None
+
+
+def repository_path(path: str, root: Path | None) -> str:
+    """``path`` relative to the repository's root (as code review tools address files)."""
+    if root is not None:
+        try:
+            return Path(os.path.abspath(path)).resolve().relative_to(root).as_posix()
+        except (ValueError, OSError, RuntimeError):
+            pass
+    return PurePath(os.path.normpath(path)).as_posix()

@@ -2,14 +2,16 @@
 
 ``::error file=F,line=L,col=C,endLine=L2,endColumn=C2,title=EMA101::message``. Escaping
 follows the Actions toolkit (``@actions/core`` ``command.ts``): in the message ``%``, CR
-and LF are percent-encoded; in property values ``:`` and ``,`` are too.
+and LF are percent-encoded; in property values ``:`` and ``,`` are too. Paths are relative
+to the repository's root and lines are the file's own (a notebook's ``.ipynb`` lines);
+``col``/``endColumn`` are given only for a range on one line, as GitHub reads them.
 """
 
 from __future__ import annotations
 
 from typing import TextIO
 
-from . import RunResult, located_message
+from . import FileLines, RunResult, located_message, repository_path, repository_root
 
 
 def escape_data(text: str) -> str:
@@ -21,15 +23,18 @@ def escape_property(text: str) -> str:
 
 
 def render(result: RunResult, stream: TextIO, color: bool) -> None:
+    files = FileLines()
+    root = repository_root()
     for d in result.diagnostics:
-        properties = [
-            ("file", d.path),
-            ("line", str(d.start.line)),
-            ("col", str(d.start.column)),
-            ("endLine", str(d.end.line)),
-            ("endColumn", str(d.end.column)),
-            ("title", f"{d.code} ({d.name})"),
-        ]
+        span = files.span(d)
+        properties = [("file", repository_path(d.path, root)), ("line", str(span.start_line))]
+        one_line = span.start_line == span.end_line
+        if one_line and span.start_column is not None:
+            properties.append(("col", str(span.start_column)))
+        properties.append(("endLine", str(span.end_line)))
+        if one_line and span.end_column is not None:
+            properties.append(("endColumn", str(span.end_column)))
+        properties.append(("title", f"{d.code} ({d.name})"))
         props = ",".join(f"{key}={escape_property(value)}" for key, value in properties)
         stream.write(f"::error {props}::{escape_data(located_message(d))}\n")
     for error in result.errors:

@@ -13,15 +13,30 @@ import hashlib
 import json
 import os
 from collections import Counter
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any, TextIO
 
+from .. import registry
 from ..diagnostics import Diagnostic
-from . import RunResult, located_message
+from . import FileLines, RunResult, located_message, repository_path, repository_root
 
 
 def _path(path: str) -> str:
     return PurePath(os.path.normpath(path)).as_posix()
+
+
+def _location(d: Diagnostic, files: FileLines, root: Path | None) -> dict[str, Any]:
+    """Path relative to the repository; a notebook's lines are the ``.ipynb`` file's."""
+    span = files.span(d)
+    location: dict[str, Any] = {"path": repository_path(d.path, root)}
+    if span.start_column is None or span.end_column is None:
+        location["lines"] = {"begin": span.start_line, "end": span.end_line}
+    else:
+        location["positions"] = {
+            "begin": {"line": span.start_line, "column": span.start_column},
+            "end": {"line": span.end_line, "column": span.end_column},
+        }
+    return location
 
 
 def fingerprint(d: Diagnostic, occurrence: int) -> str:
@@ -30,12 +45,14 @@ def fingerprint(d: Diagnostic, occurrence: int) -> str:
 
 
 def _severity(code: str) -> str:
-    return "critical" if code.startswith("EMA9") else "major"
+    return "critical" if registry.is_internal(code) else "major"
 
 
 def document(result: RunResult) -> list[dict[str, Any]]:
     seen: Counter[tuple[str, str, int | None, str]] = Counter()
     issues: list[dict[str, Any]] = []
+    files = FileLines()
+    root = repository_root()
     for d in result.diagnostics:
         key = (d.path, d.code, d.cell, d.message)
         occurrence = seen[key]
@@ -48,13 +65,7 @@ def document(result: RunResult) -> list[dict[str, Any]]:
                 "fingerprint": fingerprint(d, occurrence),
                 "severity": _severity(d.code),
                 "categories": ["Bug Risk"],
-                "location": {
-                    "path": _path(d.path),
-                    "positions": {
-                        "begin": {"line": d.start.line, "column": d.start.column},
-                        "end": {"line": d.end.line, "column": d.end.column},
-                    },
-                },
+                "location": _location(d, files, root),
             }
         )
     return issues

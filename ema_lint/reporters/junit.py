@@ -7,11 +7,20 @@ findings is one passing test case, so the report is never empty. One-line errors
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from itertools import groupby
 from typing import TextIO
 
 from . import RunResult, position_text
+
+# XML 1.0 cannot hold these characters at all, not even as references: a message quoting
+# one (an ESC in a source string) would make the report unreadable to every parser.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+
+
+def _xml(text: str) -> str:
+    return _NOT_XML.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def document(result: RunResult) -> ET.Element:
@@ -22,7 +31,7 @@ def document(result: RunResult) -> ET.Element:
         suite = ET.SubElement(
             root,
             "testsuite",
-            name=path,
+            name=_xml(path),
             tests=str(len(found)),
             failures=str(len(found)),
             errors="0",
@@ -32,12 +41,12 @@ def document(result: RunResult) -> ET.Element:
                 suite,
                 "testcase",
                 name=f"{d.code} ({d.name}) at {position_text(d)}",
-                classname=path,
-                file=path,
+                classname=_xml(path),
+                file=_xml(path),
                 line=str(d.line),
             )
-            failure = ET.SubElement(case, "failure", message=d.message, type=d.code)
-            failure.text = f"{path}:{position_text(d)}: {d.code} {d.message}"
+            failure = ET.SubElement(case, "failure", message=_xml(d.message), type=d.code)
+            failure.text = _xml(f"{path}:{position_text(d)}: {d.code} {d.message}")
         total += len(found)
         failures += len(found)
     if result.errors:
@@ -50,8 +59,8 @@ def document(result: RunResult) -> ET.Element:
             errors=str(len(result.errors)),
         )
         for error in result.errors:
-            case = ET.SubElement(suite, "testcase", name=error, classname="ema-lint")
-            ET.SubElement(case, "error", message=error).text = error
+            case = ET.SubElement(suite, "testcase", name=_xml(error), classname="ema-lint")
+            ET.SubElement(case, "error", message=_xml(error)).text = _xml(error)
         total += len(result.errors)
         errors += len(result.errors)
     if total == 0:

@@ -14,11 +14,12 @@ import json
 import os
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any, TextIO
+from urllib.parse import quote
 
 from .. import registry
 from .._version import __version__
 from ..diagnostics import Diagnostic
-from . import RunResult, located_message, rule_url
+from . import FileLines, RunResult, located_message, rule_url
 
 if TYPE_CHECKING:  # the rules (and libcst) are loaded only when a SARIF log is written
     from ..rule import Rule
@@ -36,8 +37,9 @@ def _uri(path: str) -> tuple[str, bool]:
             relative = pure.relative_to(Path.cwd())
         except ValueError:
             return pure.as_uri(), False
-        return PurePath(relative).as_posix(), True
-    return PurePath(os.path.normpath(path)).as_posix(), True
+        return quote(PurePath(relative).as_posix()), True
+    # A URI reference: spaces, '#', '%' and '?' are percent-encoded (RFC 3986).
+    return quote(PurePath(os.path.normpath(path)).as_posix()), True
 
 
 def _artifact_location(path: str) -> dict[str, Any]:
@@ -62,7 +64,7 @@ def _level(code: str) -> str:
 
 
 def _rule_descriptor(rule: type[Rule]) -> dict[str, Any]:
-    from ..docs import fix_summary, render
+    from ..rule_docs import fix_summary, render
 
     return {
         "id": rule.code,
@@ -120,7 +122,16 @@ def _fixes(d: Diagnostic) -> list[dict[str, Any]]:
     ]
 
 
-def _result(d: Diagnostic, index: dict[str, int]) -> dict[str, Any]:
+def _file_region(d: Diagnostic, files: FileLines) -> dict[str, int]:
+    """The region in the file's own lines: a notebook's are the ``.ipynb`` file's, without
+    columns (a cell's column is not the JSON text's)."""
+    span = files.span(d)
+    if span.start_column is None or span.end_column is None:
+        return {"startLine": span.start_line, "endLine": span.end_line}
+    return _region(span.start_line, span.start_column, span.end_line, span.end_column)
+
+
+def _result(d: Diagnostic, index: dict[str, int], files: FileLines) -> dict[str, Any]:
     result: dict[str, Any] = {
         "ruleId": d.code,
         "level": _level(d.code),
@@ -129,7 +140,7 @@ def _result(d: Diagnostic, index: dict[str, int]) -> dict[str, Any]:
             {
                 "physicalLocation": {
                     "artifactLocation": _artifact_location(d.path),
-                    "region": _region(d.start.line, d.start.column, d.end.line, d.end.column),
+                    "region": _file_region(d, files),
                 }
             }
         ],
@@ -163,6 +174,7 @@ def _result(d: Diagnostic, index: dict[str, int]) -> dict[str, Any]:
 def document(result: RunResult) -> dict[str, Any]:
     rules = registry.all_rules()
     index = {rule.code: i for i, rule in enumerate(rules)}
+    files = FileLines()
     notifications = [{"level": "error", "message": {"text": error}} for error in result.errors] + [
         {"level": "note", "message": {"text": note}} for note in result.notes
     ]
@@ -184,7 +196,7 @@ def document(result: RunResult) -> dict[str, Any]:
         ],
         "originalUriBaseIds": {SRCROOT: {"uri": Path.cwd().as_uri() + "/"}},
         "columnKind": "unicodeCodePoints",
-        "results": [_result(d, index) for d in result.diagnostics],
+        "results": [_result(d, index, files) for d in result.diagnostics],
     }
     return {"$schema": SCHEMA_URI, "version": "2.1.0", "runs": [run]}
 

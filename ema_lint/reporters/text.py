@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from . import RunResult, location_text
+from . import RunResult, location_text, printable
 
 _RESET = "\033[0m"
 _BOLD = "\033[1m"
@@ -26,10 +26,21 @@ def _lines(result: RunResult, color: bool) -> list[str]:
     for d in result.diagnostics:
         marker = " " + _paint("[*]", _CYAN, color) if result.fixable(d) else ""
         out.append(
-            f"{_paint(location_text(d), _BOLD, color)}: "
-            f"{_paint(d.code, _BOLD + _RED, color)}{marker} {d.message}"
+            f"{_paint(printable(location_text(d)), _BOLD, color)}: "
+            f"{_paint(d.code, _BOLD + _RED, color)}{marker} {printable(d.message)}"
         )
     return out
+
+
+def _success_line(result: RunResult) -> str:
+    """What a run without findings ends with: success only when it checked something and
+    met no error (a missing path or a mistyped command is not a pass)."""
+    if result.errors:
+        count = len(result.errors)
+        return f"No problems found, but {_plural(count, 'error')} stopped part of the check."
+    if result.files_checked == 0:
+        return "No files checked: no Python, notebook or YAML file was found."
+    return "All checks passed!"
 
 
 def summary_lines(result: RunResult, color: bool = False) -> list[str]:
@@ -46,14 +57,14 @@ def summary_lines(result: RunResult, color: bool = False) -> list[str]:
                 f"Found {_plural(total, 'problem')} ({result.fixed} fixed, {remaining} remaining)."
             )
         else:
-            lines.append("All checks passed!")
+            lines.append(_success_line(result))
     elif remaining:
         fixable = result.fixable_count
         line = f"Found {_plural(remaining, 'problem')}"
         line += f" ({fixable} fixable with --fix)." if fixable else "."
         lines.append(line)
     else:
-        lines.append("All checks passed!")
+        lines.append(_success_line(result))
     hidden = result.hidden_unsafe_count
     if hidden:
         lines.append(
@@ -67,7 +78,7 @@ def summary_lines(result: RunResult, color: bool = False) -> list[str]:
 
 def _errors(result: RunResult, stream: TextIO, color: bool) -> None:
     for error in result.errors:
-        stream.write(f"{_paint('error', _BOLD + _YELLOW, color)}: {error}\n")
+        stream.write(f"{_paint('error', _BOLD + _YELLOW, color)}: {printable(error)}\n")
     for note in result.notes:
         stream.write(f"{_paint('note', _BOLD, color)}: {note}\n")
 

@@ -27,11 +27,11 @@ import difflib
 import json
 import re
 from dataclasses import dataclass, field, replace
-from json.decoder import scanstring
 
 from .. import engine, registry
 from ..diagnostics import Diagnostic, Position, TextEdit
 from ..engine import FileSettings
+from ..notebook_json import _skip, _value_end, source_spans
 from . import SourceOutcome
 
 # Cell magics whose body is Python: the first line is masked, the body is linted.
@@ -47,7 +47,6 @@ _ESCAPE = re.compile(
     r"|^[ \t]*[\w.\[\]()'\"]+\?{1,2}[ \t]*$"
 )
 _LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
-_WS = re.compile(r"[ \t\n\r]*")
 _ESCAPED_NON_ASCII = re.compile(
     r"\\u(?:00[89a-fA-F][0-9a-fA-F]|0[1-9a-fA-F][0-9a-fA-F]{2}|[1-9a-fA-F][0-9a-fA-F]{3})"
 )
@@ -397,53 +396,6 @@ def _lint(
 
 
 # Writing the notebook back ---------------------------------------------------------------
-def _skip(text: str, i: int) -> int:
-    return _WS.match(text, i).end()  # type: ignore[union-attr]
-
-
-_DECODER = json.JSONDecoder()
-
-
-def _value_end(text: str, i: int) -> int:
-    return _DECODER.raw_decode(text, i)[1]
-
-
-def source_spans(text: str) -> dict[int, tuple[int, int]]:
-    """Offsets of each cell's ``source`` value in the notebook's text, by cell number."""
-    spans: dict[int, tuple[int, int]] = {}
-    i = _skip(text, 0)
-    if text[i : i + 1] != "{":
-        return spans
-    for key, start in _members(text, i):
-        if key != "cells" or text[start : start + 1] != "[":
-            continue
-        j = _skip(text, start + 1)
-        number = 0
-        while j < len(text) and text[j] != "]":
-            number += 1
-            if text[j] == "{":
-                for cell_key, value_start in _members(text, j):
-                    if cell_key == "source":
-                        spans[number] = (value_start, _value_end(text, value_start))
-            j = _skip(text, _value_end(text, j))
-            if text[j : j + 1] == ",":
-                j = _skip(text, j + 1)
-    return spans
-
-
-def _members(text: str, i: int):
-    """(key, value offset) of each member of the object at ``i``."""
-    j = _skip(text, i + 1)
-    while j < len(text) and text[j] != "}":
-        key, j = scanstring(text, j + 1)
-        j = _skip(text, j)
-        j = _skip(text, j + 1)  # the colon
-        yield key, j
-        j = _skip(text, _value_end(text, j))
-        if text[j : j + 1] == ",":
-            j = _skip(text, j + 1)
-
-
 def serialize_source(old: str, new_text: str, ensure_ascii: bool) -> str:
     """``new_text`` as a JSON ``source`` value in the style of the ``old`` value's text."""
     if not old.startswith("["):

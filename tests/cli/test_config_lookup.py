@@ -15,7 +15,6 @@ from ema_lint.config import (
     Overrides,
     Settings,
     _Excludes,
-    _matches,
     find_config_file,
 )
 from ema_lint.discovery import discover
@@ -111,18 +110,31 @@ def test_discovery_reads_each_config_once(tmp_path: Path, toml_reads) -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(
-    patterns=st.lists(st.text(alphabet="ab*?/.[]!", min_size=1, max_size=6), max_size=4),
-    relative=st.text(alphabet="ab/.", min_size=1, max_size=8),
+    patterns=st.lists(st.text(alphabet="ab*?.[]", min_size=1, max_size=6), max_size=4),
+    relative=st.text(alphabet="ab/.", min_size=1, max_size=8).filter(
+        lambda r: all(part not in ("", ".", "..") for part in r.split("/"))
+    ),
+    is_dir=st.booleans(),
 )
-def test_compiled_excludes_match_what_each_pattern_matches(
-    patterns: list[str], relative: str
+def test_bare_name_patterns_judge_by_name_as_the_whole_path_would(
+    patterns: list[str], relative: str, is_dir: bool
 ) -> None:
-    name = relative.rsplit("/", 1)[-1]
+    """The shortcut (no path resolved for name-only patterns) gives gitignore's verdict."""
+    from pathspec import GitIgnoreSpec
+
     excludes = _Excludes(patterns)
-    compiled = bool(excludes.by_name and excludes.by_name(name)) or bool(
-        excludes.by_path and excludes.by_path(relative)
+    assert excludes.by_name_only
+    name = relative.rsplit("/", 1)[-1]
+    lines = [p for p in patterns if p.strip()]
+    parts = relative.split("/")
+    # git excludes a path when the path or any folder above it matches.
+    prefixes = ["/".join(parts[: i + 1]) + "/" for i in range(len(parts) - 1)]
+    expected = any(
+        GitIgnoreSpec.from_lines(lines).match_file(p)
+        for p in [*prefixes, relative + ("/" if is_dir else "")]
     )
-    assert compiled == any(_matches(p, relative, name) for p in patterns)
+    above = any(_Excludes(patterns).matches(part, None, True) for part in parts[:-1])
+    assert (above or excludes.matches(name, None, is_dir)) == expected
 
 
 def test_kept_files_gives_the_verdicts_of_excluded(tmp_path: Path) -> None:

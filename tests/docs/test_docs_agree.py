@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ema_lint import docs, engine, registry
-from ema_lint.config import Settings
+from ema_lint.config import Overrides, Settings
 from tests.fixture_cases import ROOT
 
 RULES = registry.all_rules()
@@ -54,7 +54,8 @@ def test_explain_prints_the_rule_docs(rule, run) -> None:
 def test_bad_example_triggers_the_rule_and_good_example_does_not(rule) -> None:
     bad, good = docs.examples(rule)
     assert bad is not None and good is not None
-    settings = Settings(isolated=True).for_file(None)
+    # A rule that is off by default is selected, as its docs tell users to.
+    settings = Settings(Overrides(extend_select=[rule.code]), isolated=True).for_file(None)
     bad_codes = {d.code for d in engine.lint(bad, "bad.py", settings)}
     good_codes = {d.code for d in engine.lint(good, "good.py", settings)}
     assert rule.code in bad_codes, f"the bad example of {rule.code} does not trigger it"

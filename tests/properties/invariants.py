@@ -211,6 +211,17 @@ def _holding_statement(
         s, e = table.offsets(node)
         if s <= start and end <= e and (best is None or e - s < best[1] - best[0]):
             best = (s, e, node)
+    if best is None:
+        # A finding on a trailing comment (EMA910) lies past its statement's code: the
+        # statement it belongs to is the innermost one whose last line holds the comment.
+        for node in statements:
+            if node not in table:
+                continue
+            first, last = table.range(node)
+            if first.line <= diagnostic.start.line == last.line == diagnostic.end.line:
+                s, e = table.offsets(node)
+                if best is None or e - s < best[1] - best[0]:
+                    best = (s, e, node)
     return None if best is None else best[2]
 
 

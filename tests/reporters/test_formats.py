@@ -17,8 +17,10 @@ def test_every_documented_format_is_available() -> None:
     assert list(renderers()) == [
         "text",
         "concise",
+        "full",
         "grouped",
         "json",
+        "json-lines",
         "sarif",
         "github",
         "gitlab",
