@@ -17,7 +17,7 @@ from lsprotocol import types
 from .. import registry
 from .._version import __version__
 from ..config import CONFIG_NAMES
-from ..docs import render
+from ..rule_docs import render
 from . import text as textlib
 from .documents import Documents, Linted, path_of
 from .linting import Finding, fix_all, fixed_text, suppressed_text
