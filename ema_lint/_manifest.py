@@ -3300,6 +3300,24 @@ RULES = (
         trigger_groups=(),
     ),
     RuleInfo(
+        code="EMA407",
+        name="update-bn-frozen-momentum",
+        class_name="UpdateBnFrozenMomentum",
+        summary="Hand-written update_bn sets BatchNorm momentum to 0: statistics never move",
+        default_enabled=True,
+        internal=False,
+        fix_availability="sometimes",
+        fix_applicability="safe",
+        options=(),
+        triggers=(),
+        trigger_groups=(
+            (
+                (b"momentum",),
+                (b"modules",),
+            ),
+        ),
+    ),
+    RuleInfo(
         code="EMA901",
         name="unparseable-file",
         class_name="UnparseableFile",
