@@ -29,6 +29,7 @@ Public API (for the loop, SWA and hand-written-update rules)::
     objects.averages_weights(update)     # whether a hand-written update averages weights
     objects.shadow_name(update)          # the average it writes, for messages
     objects.parameters_frozen(obj)       # a hand-made copy's parameters no longer need grad
+    objects.loss_inputs(obj)             # its calls whose output feeds a backpropagated loss
     obj.kind / obj.use / obj.spec / obj.bound / obj.weight_call / obj.names
     obj.source / obj.updates / obj.inplace / obj.weight_reassigned / obj.reasons
     obj.module_copy                      # a deepcopy of a module (it has the model's buffers)
@@ -1043,6 +1044,18 @@ class AveragingObjects:
                     if any(w in text for w in ("loss", "metric", "acc")):
                         return True
         return False
+
+    def loss_inputs(self, obj: AveragingObject) -> list[cst.Call]:
+        """The calls of the object whose output flows into a loss in a function that
+        backpropagates (what makes an object a teacher when nothing else names it)."""
+        found = []
+        for call in self._forward_calls(obj):
+            function = self.index.enclosing(call, cst.FunctionDef)
+            if function is None or not self._backpropagates(function):
+                continue
+            if self._into_loss(call, function):
+                found.append(call)
+        return found
 
     def _feeds_training_loss(self, obj: AveragingObject) -> bool:
         """The object is called and the output flows into a loss in a function that

@@ -11,6 +11,8 @@ from ..diagnostics import Applicability, Edit, Fix, FixAvailability
 from ..rule import Rule
 
 _PREFIX = {"torch.compile": "_orig_mod."}
+# Wrappers that synchronise a module across processes (an average must not be given one).
+_SYNCING = {"DistributedDataParallel", "DataParallel", "FullyShardedDataParallel"}
 
 
 class EmaOfWrappedModel(Rule):
@@ -24,7 +26,8 @@ class EmaOfWrappedModel(Rule):
     ``deepspeed.initialize(model=model)``. The wrapper is followed through the assignments
     to the same name (or ``self.`` attribute) before the copy, in the same function; a
     wrapping inside a branch (``if args.distributed:``) is reported as happening in some
-    runs.
+    runs. The averaged copy itself given to ``DistributedDataParallel``, ``DataParallel`` or
+    FSDP is reported too, unless the model it averages is wrapped alike (names match).
 
     Silent when the copy is made before the wrapping (timm's and EDM's recipe), of the
     unwrapped model (``model.module``, ``model._orig_mod``, ``accelerator.unwrap_model``,
@@ -106,6 +109,49 @@ class EmaOfWrappedModel(Rule):
             if wrapping is None:
                 continue
             self.report(source, self._message(obj, source, wrapping), self._fix(source, wrapping))
+        self._wrapped_copies(objects, wrappers)
+
+    def _wrapped_copies(self, objects: AveragingObjects, wrappers: ModelWrappers) -> None:
+        """The averaged copy itself given to DDP / DataParallel / FSDP."""
+        for call in self.ctx.nodes(cst.Call):
+            assert isinstance(call, cst.Call)
+            found = wrappers.wrapper_call(call)
+            if found is None or found[0] not in _SYNCING or not call.args:
+                continue
+            first = call.args[0]
+            if first.star or (first.keyword is not None and first.keyword.value != "module"):
+                continue
+            obj = objects.for_expression(first.value)
+            if obj is None or obj.use not in (Use.EVAL, Use.UNKNOWN):
+                continue
+            if self._source_wrapped_alike(obj, call, found[0], wrappers):
+                continue  # both sides wrapped: their names and keys still match
+            self.report(
+                call,
+                f"the averaged copy {obj.name} is wrapped in {found[0]}: the wrapper "
+                "synchronises gradients the average never has, its updates are not what the "
+                "wrapper broadcasts, and its state_dict keys gain `module.`, so loading it "
+                "into the bare model misses every weight; keep the average unwrapped",
+            )
+
+    def _source_wrapped_alike(
+        self, obj: AveragingObject, call: cst.Call, wrapper: str, wrappers: ModelWrappers
+    ) -> bool:
+        if obj.source is None:
+            return False
+        source = self.ctx.code(obj.source)
+        scope = self.ctx.index.enclosing(call, cst.FunctionDef) or self.ctx.module
+        for other in self.ctx.index.descendants(scope, cst.Call):
+            if other is call or not isinstance(other, cst.Call) or not other.args:
+                continue
+            found = wrappers.wrapper_call(other)
+            if (
+                found is not None
+                and found[0] == wrapper
+                and self.ctx.code(other.args[0].value) == source
+            ):
+                return True
+        return False
 
     def _source(self, obj: AveragingObject) -> cst.BaseExpression | None:
         if obj.use is Use.NOT_WEIGHTS or obj.source is None:
