@@ -136,3 +136,48 @@ def test_tables_by_name_answer_module_wide_questions() -> None:
     names, chains = index.rooted_at("ema")
     assert len(names) == 5  # the `.ema` of self.ema three times, the parameter, the receiver
     assert [module.code_for_node(c) for c in chains] == ["ema.update"]
+
+
+STATEMENTS = """\
+import torch\r
+\r
+# a comment\r
+@decorator(1)\r
+\r
+@other\r
+def train(model):\r
+    x = 1; ema.update(model)\r
+    return x\r
+\x0c
+class A:\r
+    def f(self):\r
+        if self.ema: torch.save(self.ema)\r
+\r
+y = [\r
+    ema(x),\r
+]\r
+"""
+
+
+def test_positions_of_a_few_statements_agree_with_the_whole_module() -> None:
+    module = cst.parse_module(STATEMENTS)
+    index = ModuleIndex(module)
+    nodes = [n for n in index.preorder if n is not module]
+    whole = PositionTable(module, nodes, STATEMENTS)
+    parts = PositionTable(module, nodes, STATEMENTS, index)
+    assert parts._whole_chunk is None, "only the statements holding the nodes are generated"
+    for node in nodes:
+        assert parts.range(node) == whole.range(node), node
+    by_whole = sorted(nodes, key=whole.offsets)
+    assert sorted(nodes, key=parts.offsets) == by_whole
+    assert parts.text == whole.text and parts.lines.line_text(8) == whole.lines.line_text(8)
+
+
+def test_positions_fall_back_to_the_whole_module_when_unsure() -> None:
+    source = "x = 1\ry = ema(x)\n"  # a lone carriage return: the parsers count lines apart
+    module = cst.parse_module(source)
+    index = ModuleIndex(module)
+    [call] = index.nodes(cst.Call)
+    table = PositionTable(module, [call], source, index)
+    assert table._whole_chunk is not None
+    assert table.range(call)[0] == PositionTable(module, [call], source).range(call)[0]
