@@ -223,3 +223,36 @@ def test_names_trigger_runs_its_test_on_the_files_identifiers() -> None:
     assert seen == []  # no word of the test: no identifier tested
     with pytest.raises(ValueError):
         names(probe_name, ["Target"])
+
+
+def _gate_by_gate(f: PreFilter) -> PreFilter:
+    """The same filter scanning each gate with ``in`` (as without the automaton)."""
+    f.__dict__["_scanners"] = {bytes: None, str: None}
+    return f
+
+
+_GATE_WORDS = sorted({g.decode() for g in PreFilter.default().gates} | {"ema", "EMA", "swa"})
+
+
+@given(
+    st.lists(
+        st.one_of(st.sampled_from(_GATE_WORDS), st.text("abEMx_ .(\n", max_size=6)), max_size=8
+    )
+)
+def test_the_one_pass_scan_finds_what_the_gate_by_gate_scan_finds(parts: list[str]) -> None:
+    text = "".join(parts)
+    one_pass = PreFilter.default()
+    assert one_pass._scanners[bytes] is not None  # the automaton is installed and used
+    present = one_pass._present(text.encode())
+    assert present == {g: g in text.encode() for g in present}
+    by_gate = _gate_by_gate(PreFilter(registry.infos()))
+    assert one_pass.matches(text.encode()) is by_gate.matches(text.encode())
+    assert one_pass.matches(text) is by_gate.matches(text)
+
+
+def test_the_one_pass_scan_covers_the_gates_of_every_group() -> None:
+    f = PreFilter.default()
+    _, gates = f._scanners[bytes]
+    for group in f._groups:
+        for part in group:
+            assert {step[0] for step in part._bytes.steps} <= set(gates)
