@@ -155,6 +155,10 @@ _PREFILTERS: dict[tuple, PreFilter] = {}
 # Sources whose raw bytes are Python text. Others (a notebook's JSON escapes "\nema" and
 # would hide ``ema`` from the byte scan) are filtered by the engine after extraction.
 PYTHON_SUFFIXES = (".py", ".pyi")
+# From this many files, a run without a cache pre-filters in the workers (fewer: in the
+# parent, which may then need no worker, nor libcst, at all).
+FILTER_IN_WORKERS_FROM = 64
+FILTER_BATCH = 16  # files per task when the workers pre-filter
 
 
 def _prefilter(file_settings: FileSettings) -> PreFilter:
@@ -243,15 +247,26 @@ def _init_worker(mode: Mode, cache: Cache | None) -> None:
     _worker_state = (mode, cache)
 
 
-def _engine_task(task: tuple[str, FileSettings]) -> FileOutcome:
+# A task: files as (index, path, settings, unfiltered); unfiltered ones are pre-filtered by
+# the worker. Files travel in batches so that a run of thousands of files does not pay for
+# thousands of round trips to the workers.
+_Task = tuple[tuple[int, str, FileSettings, bool], ...]
+
+
+def _engine_task(task: _Task) -> list[tuple[int, FileOutcome]]:
+    return [(index, _engine_file(name, fs, unfiltered)) for index, name, fs, unfiltered in task]
+
+
+def _engine_file(name: str, file_settings: FileSettings, unfiltered: bool) -> FileOutcome:
     assert _worker_state is not None
     mode, cache = _worker_state
-    name, file_settings = task
     path = Path(name)
     try:
         data = read_source(path)
     except OSError as error:
         return _unreadable(name, error)
+    if unfiltered and not _prefilter(file_settings).matches(data):
+        return FileOutcome(name)  # what the parent's pre-filter would have settled
     outcome = _process_data(path, data, file_settings, mode)
     if cache is not None and _cacheable(outcome, mode):
         key = settings_key(file_settings, name, mode.text_edits)
@@ -279,13 +294,14 @@ def check_files(
 ) -> list[FileOutcome]:
     """The outcome of every file, in the order given (``stats``: their ``os.stat``, if known)."""
     outcomes: list[FileOutcome | None] = [None] * len(files)
-    pool: LazyPool[tuple[str, FileSettings], FileOutcome] = LazyPool(
+    pool: LazyPool[_Task, list[tuple[int, FileOutcome]]] = LazyPool(
         _engine_task, jobs, _init_worker, (mode, cache), preload=_load_engine
     )
     try:
         _dispatch(files, settings, mode, cache, pool, outcomes, stats)
-        for index, outcome in pool.results():
-            outcomes[index] = outcome
+        for _, done in pool.results():
+            for index, outcome in done:
+                outcomes[index] = outcome
     except BaseException:
         pool.terminate()  # Ctrl-C or a bug: leave no worker behind
         raise
@@ -297,7 +313,7 @@ def _dispatch(
     settings: Settings,
     mode: Mode,
     cache: Cache | None,
-    pool: LazyPool[tuple[str, FileSettings], FileOutcome],
+    pool: LazyPool[_Task, list[tuple[int, FileOutcome]]],
     outcomes: list[FileOutcome | None],
     stats: Sequence[os.stat_result | None] | None = None,
 ) -> None:
@@ -305,9 +321,20 @@ def _dispatch(
     stat_index = StatIndex(cache) if cache is not None else None
     known_stats = stats if stats is not None and len(stats) == len(files) else None
     cwd = os.getcwd() if stat_index is not None else ""
+    # Without a cache the parent needs nothing from a file's bytes: on a large run the
+    # workers read and pre-filter the files themselves, in parallel.
+    in_workers = cache is None and pool.jobs > 1 and len(files) >= FILTER_IN_WORKERS_FROM
+    batch: list[tuple[int, str, FileSettings, bool]] = []
     for index, path in enumerate(files):
         # Discovery found files (a path named on the command line may not exist: no folder).
         file_settings = settings.for_file(path, is_dir=False)
+        if in_workers and file_settings.prefilter and path.suffix in PYTHON_SUFFIXES:
+            _prefilter(file_settings).prepare()  # built once here, before the fork
+            batch.append((index, str(path), file_settings, True))
+            if len(batch) == FILTER_BATCH:
+                pool.submit(batch[0][0], tuple(batch))
+                batch = []
+            continue
         where, signature = "", None
         if stat_index is not None:
             # Unchanged since the last run (same stat signature): no need to even read it.
@@ -334,7 +361,9 @@ def _dispatch(
         if settled is not None:
             outcomes[index] = settled
         else:
-            pool.submit(index, (str(path), file_settings))
+            pool.submit(index, ((index, str(path), file_settings, False),))
+    if batch:
+        pool.submit(batch[0][0], tuple(batch))
     if cache is not None and stat_index is not None:
         stat_index.save()
         cache.prune()
