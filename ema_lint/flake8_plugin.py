@@ -107,8 +107,7 @@ class EmaLintChecker:
         source = "".join(self.lines)
         if not PreFilter.default().matches(source):
             return
-        from . import engine  # the rules and libcst: only for a file with a trigger
-
+        engine = _engine()
         settings = self._get_settings()
         path = Path(self.filename) if self.filename not in ("stdin", "-") else None
         file_settings = settings.for_file(path)
@@ -120,6 +119,22 @@ class EmaLintChecker:
                 sys.stderr.write(f"ema-lint: error: {error}\n")
         for d in engine.lint(source, self.filename, file_settings):
             yield d.line, d.column - 1, f"{d.code} {d.message}", type(self)
+
+
+def _engine() -> Any:
+    """The engine and every rule, imported on the first file with a trigger. The imported
+    objects then live as long as the process: ``gc.freeze()`` keeps the collector, which
+    the parse of each file sets off many times, from walking them again and again."""
+    import sys
+
+    if "ema_lint.engine" not in sys.modules:
+        import gc
+
+        from . import engine, registry  # noqa: F401  (imported for sys.modules)
+
+        registry.all_rules()
+        gc.freeze()
+    return sys.modules["ema_lint.engine"]
 
 
 def _any_code_selected(options: Any) -> bool:

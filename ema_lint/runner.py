@@ -278,9 +278,14 @@ def _engine_file(name: str, file_settings: FileSettings, unfiltered: bool) -> Fi
 
 def _load_engine() -> None:
     """Import the engine, the sources and every rule (before forking the workers)."""
+    import gc
+
     from . import engine, registry, sources  # noqa: F401
 
     registry.all_rules()
+    # What is imported now lives as long as the workers: keep the collector, which each
+    # parse sets off many times, from walking it (and from touching the forked pages).
+    gc.freeze()
 
 
 def check_files(
