@@ -24,7 +24,6 @@ from . import registry
 from ._version import __version__
 from .config import ConfigError, Overrides, Settings
 from .options import OptionError
-from .prefilter import PreFilter
 
 
 def _flag(rule_name: str, option: str) -> str:
@@ -74,7 +73,8 @@ class EmaLintChecker:
     def parse_options(cls, options: Any) -> None:
         cls._selected = _any_code_selected(options)
         if cls._selected:
-            PreFilter.default().prepare()  # built once here, before flake8 forks its workers
+            # Built once here, before flake8 forks its workers.
+            registry.default_prefilter().prepare()
         rule_options: dict[str, dict[str, Any]] = {}
         for rule in registry.infos():
             for option in rule.options:
@@ -105,7 +105,7 @@ class EmaLintChecker:
         if not self._selected:
             return
         source = "".join(self.lines)
-        if not PreFilter.default().matches(source):
+        if not registry.default_prefilter().matches(source):
             return
         engine = _engine()
         settings = self._get_settings()

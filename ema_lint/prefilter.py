@@ -45,7 +45,7 @@ import hashlib
 import importlib
 import re
 from collections.abc import Callable, Iterable
-from functools import cache, cached_property, lru_cache
+from functools import cache, cached_property
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # a filter is built from rule classes or from their manifest entries
@@ -429,11 +429,6 @@ class PreFilter:
         text += "\1" + repr(self.groups)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
-    @classmethod
-    def default(cls) -> PreFilter:
-        """The union over every registered rule: a superset of the filter of any run."""
-        return _default()
-
     @property
     def tokens(self) -> tuple[bytes, ...]:
         """Every trigger of the union (literals first), for display and tests."""
@@ -487,10 +482,3 @@ class _TokenSet:
     def matches(self, data: bytes | str, seen: dict[Any, bool] | None = None) -> bool:
         plan = self._text if isinstance(data, str) else self._bytes
         return plan.matches(data, {} if seen is None else seen)
-
-
-@lru_cache(maxsize=1)
-def _default() -> PreFilter:
-    from .registry import infos
-
-    return PreFilter(infos())

@@ -178,6 +178,7 @@ class SwaAnalysis:
         self.objects = ctx.get(AveragingObjects)
         self.models: list[SwaModel] = []
         self._uses: dict[int, list[ModelUse]] = {}
+        self._refs: dict[int, list[cst.Name | cst.Attribute]] | None = None
         candidates = [
             o
             for o in self.objects.objects
@@ -708,7 +709,7 @@ class SwaAnalysis:
         updates = {id(u) for u in obj.updates}
         bn_calls = {id(b.call) for b in self.bn_updates}
         names = self._names_that_may_refer(obj)
-        for node in self._rooted_at(names):
+        for node in self._references().get(id(obj), []):
             parent = self.index.parent(node)
             if isinstance(parent, cst.Attribute) and parent.attr is node:
                 continue
@@ -735,6 +736,24 @@ class SwaAnalysis:
                 found.append(use)
         if any(self._registered(b) for b in obj.bindings):
             found.append(ModelUse(obj.creation, "registered"))
+        return found
+
+    def _references(self) -> dict[int, list[cst.Name | cst.Attribute]]:
+        """The names and attribute chains that may refer to each model's object, by object,
+        in the order ``_find_uses`` reads them: one pass for all the models."""
+        found = self._refs
+        if found is None:
+            found = self._refs = {}
+            names: set[str] = set()
+            for model in self.models:
+                names |= self._names_that_may_refer(model.obj)
+            for node in self._rooted_at(names):
+                parent = self.index.parent(node)
+                if isinstance(parent, cst.Attribute) and parent.attr is node:
+                    continue
+                obj = self.objects.for_expression(node)
+                if obj is not None:
+                    found.setdefault(id(obj), []).append(node)
         return found
 
     def _rooted_at(self, names: set[str]) -> list[cst.Name | cst.Attribute]:
