@@ -324,7 +324,9 @@ def _place(
         if report.fix is not None:
             wanted.extend(e.target for e in report.fix.edits if e.target is not None)
     notes = _project_notes(ctx)
-    positions = PositionTable(ctx.module, wanted, _source_text(analysis.data, ctx.module))
+    positions = PositionTable(
+        ctx.module, wanted, _source_text(analysis.data, ctx.module), ctx.index
+    )
     analysis.positions = positions
     noqa = NoqaFilter(positions.lines) if settings.noqa else None
     result: list[Diagnostic] = []
@@ -563,7 +565,7 @@ def attach_text_edits(analysis: Analysis) -> None:
     if module is None or analysis.context is None or analysis.positions is None:
         return
     old_text = analysis.positions.text
-    lines = analysis.positions.lines
+    lines = analysis.positions.generated_lines
     for diagnostic in analysis.diagnostics:
         if diagnostic.fix is None:
             continue

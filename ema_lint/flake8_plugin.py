@@ -30,7 +30,6 @@ from ._version import __version__
 from .analysis.project.admission import imports_averaging
 from .config import ConfigError, Overrides, Settings
 from .options import OptionError
-from .prefilter import PreFilter
 
 
 def _flag(rule_name: str, option: str) -> str:
@@ -79,7 +78,8 @@ class EmaLintChecker:
     def parse_options(cls, options: Any) -> None:
         cls._selected = _any_code_selected(options)
         if cls._selected:
-            PreFilter.default().prepare()  # built once here, before flake8 forks its workers
+            # Built once here, before flake8 forks its workers.
+            registry.default_prefilter().prepare()
         rule_options: dict[str, dict[str, Any]] = {}
         for rule in registry.infos():
             for option in rule.options:
@@ -116,10 +116,11 @@ class EmaLintChecker:
         if not self._selected:
             return
         source = "".join(self.lines)
-        if not PreFilter.default().matches(source) and not imports_averaging(self.filename, source):
+        if not registry.default_prefilter().matches(source) and not imports_averaging(
+            self.filename, source
+        ):
             return
-        from . import engine  # the rules and libcst: only for a file with a trigger
-
+        engine = _engine()
         settings = self._get_settings()
         path = Path(self.filename) if self.filename not in ("stdin", "-") else None
         file_settings = settings.for_file(path)
@@ -149,6 +150,22 @@ def _usage_error(message: str) -> NoReturn:
 
     sys.stderr.write(f"flake8: error: ema-lint: {message}\n")
     raise SystemExit(2)
+
+
+def _engine() -> Any:
+    """The engine and every rule, imported on the first file with a trigger. The imported
+    objects then live as long as the process: ``gc.freeze()`` keeps the collector, which
+    the parse of each file sets off many times, from walking them again and again."""
+    import sys
+
+    if "ema_lint.engine" not in sys.modules:
+        import gc
+
+        from . import engine, registry  # noqa: F401  (imported for sys.modules)
+
+        registry.all_rules()
+        gc.freeze()
+    return sys.modules["ema_lint.engine"]
 
 
 def _any_code_selected(options: Any) -> bool:

@@ -1,22 +1,34 @@
-"""Positions for the few nodes that are reported, in one cheap code-generation pass.
+"""Positions for the few nodes that are reported, without regenerating the module.
 
 libcst's ``PositionProvider`` records a range for every node of the module and costs more
-than the parse itself. A linter needs positions only for what it reports (and for the
-statements around them, for ``# noqa``), so this pass counts characters and records only
-the requested nodes. It also yields the module's text, which is what the offsets index.
+than the parse itself; even one code-generation pass over the whole module costs a third of
+a parse. A linter needs positions only for what it reports (and for the statements around
+them, for ``# noqa``). So the line where each top-level statement starts comes from a cheap
+table (CPython's own parser, ``ast``, which gives statement lines at a tenth of the cost),
+and only the top-level statements holding a reported node are generated, counting
+characters and recording only the requested nodes. When the table cannot be trusted (the
+source does not compile here, lone carriage returns, a statement whose first line does not
+match), the whole module is generated as before.
 """
 
 from __future__ import annotations
 
+import ast
 import bisect
 import itertools
+import re
+import warnings
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
 from .diagnostics import Position
+
+if TYPE_CHECKING:
+    from .analysis.index import ModuleIndex
 
 
 class _OffsetState(CodegenState):
@@ -125,46 +137,211 @@ class LineIndex:
         return found
 
 
+class _Chunk:
+    """Generated code of the module or of one top-level statement, and where it starts."""
+
+    __slots__ = ("first", "lines", "text")
+
+    def __init__(self, text: str, first: int, lines: LineIndex | None = None) -> None:
+        self.text = text
+        self.first = first  # the source line of the text's first line
+        self.lines = lines if lines is not None else LineIndex(text)
+
+
 class PositionTable:
     """Ranges (as offsets and positions) of a chosen set of nodes of one module.
 
-    Offsets index the code libcst generates (``text``). libcst does not reproduce every
-    file exactly: it drops a form feed (and the blanks around it) before a statement. When
-    the original ``source`` is given, reported positions are those of the original, so
-    that columns, and the text edits of machine-readable output, land where they belong.
+    Positions are those of the original ``source`` when it is given: libcst does not
+    reproduce every file exactly (it drops a form feed, and the blanks around it, before a
+    statement), so columns, and the text edits of machine-readable output, land where they
+    belong. ``offsets`` are comparable with each other (they order and overlap like the
+    nodes), not indexes into a particular text. ``text`` is the code libcst generates for
+    the module (made on first use) and ``generated_lines`` its lines.
+
+    With ``index`` and ``source`` only the top-level statements that hold a requested node
+    are generated; without them, the whole module.
     """
 
     def __init__(
-        self, module: cst.Module, nodes: Iterable[cst.CSTNode], source: str | None = None
+        self,
+        module: cst.Module,
+        nodes: Iterable[cst.CSTNode],
+        source: str | None = None,
+        index: ModuleIndex | None = None,
     ) -> None:
-        state = _OffsetState(module, {id(n) for n in nodes})
-        module._codegen(state)
-        self.text = "".join(state.tokens)
-        self.lines = LineIndex(self.text)
-        self._found = state.found
-        self._shifts = _column_shifts(self.lines, source) if source is not None else {}
+        self._module = module
+        self._source = source
+        self._text: str | None = None
+        self._generated: LineIndex | None = None
+        self._shifts: dict[int, int] | None = None
+        # node id -> (start, end) offsets into the chunk of generated code that holds it
+        self._found: dict[int, tuple[int, int, _Chunk]] = {}
+        self._whole_chunk: _Chunk | None = None
+        wanted = list(nodes)
+        if not (source is not None and index is not None and self._by_statement(wanted, index)):
+            self._whole(wanted)
 
-    def offsets(self, node: cst.CSTNode) -> tuple[int, int]:
-        start, end = self._found[id(node)]
-        text = self.text
+    # Building ------------------------------------------------------------------------------
+    def _whole(self, nodes: list[cst.CSTNode]) -> None:
+        """One code-generation pass over the module (offsets into ``text``)."""
+        state = _OffsetState(self._module, {id(n) for n in nodes})
+        self._module._codegen(state)
+        self._text = "".join(state.tokens)
+        self._generated = LineIndex(self._text)
+        self.lines = self._generated if self._source is None else LineIndex(self._source)
+        chunk = self._whole_chunk = _Chunk(self._text, 1, self._generated)
+        self._found = {key: (start, end, chunk) for key, (start, end) in state.found.items()}
+
+    def _by_statement(self, nodes: list[cst.CSTNode], index: ModuleIndex) -> bool:
+        """Generate only the top-level statements holding ``nodes``; False if unsure."""
+        module = self._module
+        source = self._source
+        assert source is not None
+        tops: dict[int, list[cst.CSTNode]] = {}
+        statements: dict[int, cst.CSTNode] = {}
+        body_ids = {id(s) for s in module.body}
+        for node in nodes:
+            top = node
+            while id(top) not in body_ids:
+                parent = index.parent(top)
+                if parent is None or parent is module:
+                    return False  # the module itself, or a node the index does not know
+                top = parent
+            tops.setdefault(id(top), []).append(node)
+            statements[id(top)] = top
+        if not tops:
+            self._found = {}
+            self.lines = LineIndex(source)
+            return True
+        first_lines = _statement_lines(module, source)
+        if first_lines is None:
+            return False
+        lines = LineIndex(source)
+        found: dict[int, tuple[int, int, _Chunk]] = {}
+        for key, targets in tops.items():
+            top = statements[key]
+            state = _OffsetState(module, {id(n) for n in targets})
+            top._codegen(state)
+            text = "".join(state.tokens)
+            first = first_lines[key]
+            # The statement's code starts after its leading blank and comment lines.
+            skipped = _leading_line_count(top)
+            chunk = _Chunk(text, first)
+            ours = chunk.lines.line_text(skipped + 1)
+            theirs = lines.line_text(first + skipped)
+            if ours != theirs and not theirs.endswith(ours):
+                return False
+            for node_key, (start, end) in state.found.items():
+                found[node_key] = (start, end, chunk)
+        self._found = found
+        self.lines = lines
+        return True
+
+    # Queries -------------------------------------------------------------------------------
+    @property
+    def text(self) -> str:
+        """The code libcst generates for the module."""
+        if self._text is None:
+            self._text = self._module.code
+        return self._text
+
+    @property
+    def generated_lines(self) -> LineIndex:
+        """Lines of ``text`` (its positions map to the source with ``in_source``)."""
+        if self._generated is None:
+            self._generated = LineIndex(self.text)
+        return self._generated
+
+    def _trimmed(self, node: cst.CSTNode) -> tuple[int, int, _Chunk]:
+        start, end, chunk = self._found[id(node)]
+        text = chunk.text
         # Ranges recorded from the whitespace-inclusive fallback: trim to the code.
         while start < end and text[start] in " \t\r\n\\":
             start += 1
         while end > start and text[end - 1] in " \t\r\n\\":
             end -= 1
-        return start, end
+        return start, end, chunk
+
+    def _position(self, offset: int, chunk: _Chunk) -> Position:
+        local = chunk.lines.position(offset)
+        if chunk is self._whole_chunk:
+            return self.in_source(local)
+        line = chunk.first + local.line - 1
+        ours, theirs = chunk.lines.line_text(local.line), self.lines.line_text(line)
+        if ours != theirs and theirs.endswith(ours):
+            return Position(line, local.column + len(theirs) - len(ours))
+        return Position(line, local.column)
+
+    def offsets(self, node: cst.CSTNode) -> tuple[int, int]:
+        start, end, chunk = self._trimmed(node)
+        if chunk is self._whole_chunk:
+            return start, end
+        starts = self.lines.starts
+        a, b = self._position(start, chunk), self._position(end, chunk)
+        return starts[a.line - 1] + a.column - 1, starts[b.line - 1] + b.column - 1
 
     def range(self, node: cst.CSTNode) -> tuple[Position, Position]:
-        start, end = self.offsets(node)
-        return self.in_source(self.lines.position(start)), self.in_source(self.lines.position(end))
+        start, end, chunk = self._trimmed(node)
+        return self._position(start, chunk), self._position(end, chunk)
 
     def in_source(self, position: Position) -> Position:
         """A position of ``text`` as a position of the original source."""
+        if self._shifts is None:
+            source = self._source
+            self._shifts = {} if source is None else _column_shifts(self.generated_lines, source)
         shift = self._shifts.get(position.line)
         return position if not shift else Position(position.line, position.column + shift)
 
     def __contains__(self, node: cst.CSTNode) -> bool:
         return id(node) in self._found
+
+
+_LONE_CR = re.compile(r"\r(?!\n)")
+
+
+def _statement_lines(module: cst.Module, source: str) -> dict[int, int] | None:
+    """id of each top-level statement -> the source line its generated text starts on.
+
+    From CPython's parser: each small statement of a line is one ``ast`` statement, each
+    compound statement one (a decorated one starts at its first decorator). None when the
+    two parsers disagree or the source does not compile on this Python.
+    """
+    if _LONE_CR.search(source):
+        return None  # line counting differs between the parsers
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    body = tree.body
+    found: dict[int, int] = {}
+    at = 0
+    for statement in module.body:
+        if at >= len(body):
+            return None
+        node = body[at]
+        if isinstance(statement, cst.SimpleStatementLine):
+            at += len(statement.body)
+            if at > len(body):
+                return None
+        else:
+            at += 1
+        line = node.lineno
+        decorators = getattr(node, "decorator_list", None)
+        if decorators:
+            line = decorators[0].lineno
+        found[id(statement)] = line - _leading_line_count(statement)
+    return found if at == len(body) else None
+
+
+def _leading_line_count(statement: cst.CSTNode) -> int:
+    """Lines a statement's generated text has before its first line of code."""
+    count = len(getattr(statement, "leading_lines", ()))
+    decorators = getattr(statement, "decorators", ())
+    if decorators:
+        count += len(decorators[0].leading_lines)
+    return count
 
 
 def _column_shifts(generated: LineIndex, source: str) -> dict[int, int]:

@@ -28,12 +28,15 @@ first set is tested first, so it should be the rarer one.
 
 Matching is two-stage, because in a real training library almost no file holds a trigger
 and all the cost there is the scan. First the *gates*: the fewest literal substrings such
-that every trigger contains one (``bytes.__contains__`` scans at memory speed; in CPython a
-regular-expression alternation is ten to fifty times slower, measured). A gate that is a
-trigger itself settles the question; otherwise only the triggers attached to a gate that
-is present are tested exactly, identifier and component triggers with expressions that
-start with their literal (so the regex engine's fast prefix search runs). Matching works on
-the raw bytes, or on the text for the flake8 plugin; comments and strings count.
+that every trigger contains one. Every gate of the union and of its groups (about a hundred)
+is looked for in ONE pass over the file, by an Aho-Corasick automaton compiled once per
+filter (``ahocorasick_rs``; in CPython a regular-expression alternation is ten to fifty
+times slower than even one ``bytes.__contains__`` per gate, measured, and that is the
+fallback when the automaton is not installed). A gate that is a trigger itself settles the
+question; otherwise only the triggers attached to a gate that is present are tested
+exactly, identifier and component triggers with expressions that start with their literal
+(so the regex engine's fast prefix search runs). Matching works on the raw bytes, or on the
+text for the flake8 plugin; comments and strings count.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ import hashlib
 import importlib
 import re
 from collections.abc import Callable, Iterable
-from functools import cache, cached_property, lru_cache
+from functools import cache, cached_property
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # a filter is built from rule classes or from their manifest entries
@@ -372,9 +375,44 @@ class PreFilter:
             for group in self.groups
         )
 
+    @cached_property
+    def _scanners(self) -> dict[type, tuple[Any, tuple[Any, ...]] | None]:
+        """One automaton per kind of data over every gate of the plans, or None."""
+        try:
+            import ahocorasick_rs
+        except ImportError:  # optional speed-up: the plans then scan gate by gate
+            return {bytes: None, str: None}
+        found: dict[type, tuple[Any, tuple[Any, ...]] | None] = {}
+        for kind, plans in (
+            (bytes, [self._bytes, *(p._bytes for g in self._groups for p in g)]),
+            (str, [self._text, *(p._text for g in self._groups for p in g)]),
+        ):
+            gates = tuple(dict.fromkeys(step[0] for plan in plans for step in plan.steps))
+            if not gates:
+                found[kind] = None
+                continue
+            if kind is bytes:
+                automaton = ahocorasick_rs.BytesAhoCorasick(gates)
+            else:
+                automaton = ahocorasick_rs.AhoCorasick(gates)
+            found[kind] = (automaton.find_matches_as_indexes, gates)
+        return found
+
+    def _present(self, data: bytes | str) -> dict[Any, bool]:
+        """Which gates ``data`` holds, from one pass of the automaton (empty without one:
+        the plans then test each gate themselves)."""
+        scanner = self._scanners[type(data)] if type(data) in (bytes, str) else None
+        if scanner is None:
+            return {}
+        find, gates = scanner
+        seen = dict.fromkeys(gates, False)
+        for which, _, _ in find(data, overlapping=True):
+            seen[gates[which]] = True
+        return seen
+
     def prepare(self) -> PreFilter:
         """Build the matching plans now (before forking workers that would each build them)."""
-        _ = self._bytes, self._text, self._groups
+        _ = self._bytes, self._text, self._groups, self._scanners
         return self
 
     @property
@@ -391,11 +429,6 @@ class PreFilter:
         text += "\1" + repr(self.groups)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
-    @classmethod
-    def default(cls) -> PreFilter:
-        """The union over every registered rule: a superset of the filter of any run."""
-        return _default()
-
     @property
     def tokens(self) -> tuple[bytes, ...]:
         """Every trigger of the union (literals first), for display and tests."""
@@ -408,7 +441,7 @@ class PreFilter:
         if isinstance(data, str) and self._text_via_bytes:
             data = data.encode("utf-8", "surrogatepass")
         plan = self._text if isinstance(data, str) else self._bytes
-        seen: dict[Any, bool] = {}
+        seen = self._present(data)
         if plan.matches(data, seen):
             return True
         known: dict[int, bool] = {}
@@ -449,10 +482,3 @@ class _TokenSet:
     def matches(self, data: bytes | str, seen: dict[Any, bool] | None = None) -> bool:
         plan = self._text if isinstance(data, str) else self._bytes
         return plan.matches(data, {} if seen is None else seen)
-
-
-@lru_cache(maxsize=1)
-def _default() -> PreFilter:
-    from .registry import infos
-
-    return PreFilter(infos())

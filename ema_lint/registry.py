@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .manifest import RuleInfo
+    from .prefilter import PreFilter
     from .rule import Rule
 
 _CODE = re.compile(r"^EMA\d{3}$")
@@ -78,6 +79,16 @@ def infos() -> tuple[RuleInfo, ...]:
     from .manifest import load
 
     return load()
+
+
+@cache
+def default_prefilter() -> PreFilter:
+    """The pre-filter of the union over every registered rule: a superset of the filter of
+    any run (built from the manifest: imports no rule). It lives here, not in
+    ``prefilter``, so that the pre-filter needs neither the registry nor the manifest."""
+    from .prefilter import PreFilter
+
+    return PreFilter(infos())
 
 
 _INDEX: tuple[tuple[RuleInfo, ...], dict[str, RuleInfo], dict[str, RuleInfo]] | None = None

@@ -176,6 +176,10 @@ _PREFILTERS: dict[tuple, PreFilter] = {}
 # Sources whose raw bytes are Python text. Others (a notebook's JSON escapes "\nema" and
 # would hide ``ema`` from the byte scan) are filtered by the engine after extraction.
 PYTHON_SUFFIXES = (".py", ".pyi")
+# From this many files, a run without a cache pre-filters in the workers (fewer: in the
+# parent, which may then need no worker, nor libcst, at all).
+FILTER_IN_WORKERS_FROM = 64
+FILTER_BATCH = 16  # files per task when the workers pre-filter
 
 
 def _prefilter(file_settings: FileSettings) -> PreFilter:
@@ -264,15 +268,36 @@ def _init_worker(mode: Mode, cache: Cache | None) -> None:
     _worker_state = (mode, cache)
 
 
-def _engine_task(task: tuple[str, FileSettings, bool]) -> FileOutcome:
+# A task: files as (index, path, settings, unfiltered, writable); unfiltered ones are
+# pre-filtered by the worker, and a file not writable has its fix reported, never written (a
+# link out of the tree). Files travel in batches so that a run of thousands of files does not
+# pay for thousands of round trips to the workers.
+_Task = tuple[tuple[int, str, FileSettings, bool, bool], ...]
+
+
+def _engine_task(task: _Task) -> list[tuple[int, FileOutcome]]:
+    return [
+        (index, _engine_file(name, fs, unfiltered, writable))
+        for index, name, fs, unfiltered, writable in task
+    ]
+
+
+def _engine_file(
+    name: str, file_settings: FileSettings, unfiltered: bool, writable: bool
+) -> FileOutcome:
     assert _worker_state is not None
     mode, cache = _worker_state
-    name, file_settings, writable = task
     path = Path(name)
     try:
         data = read_source(path)
     except OSError as error:
         return _unreadable(name, error)
+    if (
+        unfiltered
+        and not _prefilter(file_settings).matches(text_for_matching(data))
+        and not imports_averaging(name, data)
+    ):
+        return FileOutcome(name)  # what the parent's pre-filter would have settled
     _summaries_in(cache)
     outcome = _process_data(path, data, file_settings, mode, writable)
     used = dependencies.take(name)
@@ -302,9 +327,14 @@ def _summaries_in(cache: Cache | None) -> None:
 
 def _load_engine() -> None:
     """Import the engine, the sources and every rule (before forking the workers)."""
+    import gc
+
     from . import engine, registry, sources  # noqa: F401
 
     registry.all_rules()
+    # What is imported now lives as long as the workers: keep the collector, which each
+    # parse sets off many times, from walking it (and from touching the forked pages).
+    gc.freeze()
 
 
 def check_files(
@@ -322,13 +352,14 @@ def check_files(
     outcomes: list[FileOutcome | None] = [None] * len(files)
     # More workers than files or CPUs only cost their start (--jobs 1000 on two files).
     jobs = max(1, min(jobs, len(files), available_cpus()))
-    pool: LazyPool[tuple[str, FileSettings, bool], FileOutcome] = LazyPool(
+    pool: LazyPool[_Task, list[tuple[int, FileOutcome]]] = LazyPool(
         _engine_task, jobs, _init_worker, (mode, cache), preload=_load_engine
     )
     try:
         _dispatch(files, settings, mode, cache, pool, outcomes, stats, frozenset(read_only))
-        for index, outcome in pool.results():
-            outcomes[index] = outcome
+        for _, done in pool.results():
+            for index, outcome in done:
+                outcomes[index] = outcome
     except BaseException:
         pool.terminate()  # Ctrl-C or a bug: leave no worker behind
         raise
@@ -340,7 +371,7 @@ def _dispatch(
     settings: Settings,
     mode: Mode,
     cache: Cache | None,
-    pool: LazyPool[tuple[str, FileSettings, bool], FileOutcome],
+    pool: LazyPool[_Task, list[tuple[int, FileOutcome]]],
     outcomes: list[FileOutcome | None],
     stats: Sequence[os.stat_result | None] | None = None,
     read_only: frozenset[Path] = frozenset(),
@@ -349,9 +380,20 @@ def _dispatch(
     stat_index = StatIndex(cache) if cache is not None else None
     known_stats = stats if stats is not None and len(stats) == len(files) else None
     cwd = os.getcwd() if stat_index is not None else ""
+    # Without a cache the parent needs nothing from a file's bytes: on a large run the
+    # workers read and pre-filter the files themselves, in parallel.
+    in_workers = cache is None and pool.jobs > 1 and len(files) >= FILTER_IN_WORKERS_FROM
+    batch: list[tuple[int, str, FileSettings, bool, bool]] = []
     for index, path in enumerate(files):
         # Discovery found files (a path named on the command line may not exist: no folder).
         file_settings = settings.for_file(path, is_dir=False)
+        if in_workers and file_settings.prefilter and path.suffix in PYTHON_SUFFIXES:
+            _prefilter(file_settings).prepare()  # built once here, before the fork
+            batch.append((index, str(path), file_settings, True, path not in read_only))
+            if len(batch) == FILTER_BATCH:
+                pool.submit(batch[0][0], tuple(batch))
+                batch = []
+            continue
         where, signature = "", None
         if stat_index is not None:
             # Unchanged since the last run (same stat signature): no need to even read it.
@@ -378,7 +420,9 @@ def _dispatch(
         if settled is not None:
             outcomes[index] = settled
         else:
-            pool.submit(index, (str(path), file_settings, path not in read_only))
+            pool.submit(index, ((index, str(path), file_settings, False, path not in read_only),))
+    if batch:
+        pool.submit(batch[0][0], tuple(batch))
     if cache is not None and stat_index is not None:
         stat_index.save()
         cache.prune()

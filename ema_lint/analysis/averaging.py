@@ -206,6 +206,7 @@ class AveragingObjects:
         self._deepcopies: dict[int, cst.Call] = {}
         self._bound = ctx.get(BoundCalls)
         self._has_inplace: bool | None = None
+        self._called: dict[int, list[cst.Call]] | None = None
 
         self._collect_api_objects()
         self._collect_shadows()
@@ -886,10 +887,8 @@ class AveragingObjects:
     def _local_functions(self, name: str) -> list[cst.FunctionDef]:
         return [
             f
-            for f in self.ctx.nodes(cst.FunctionDef)
-            if isinstance(f, cst.FunctionDef)
-            and f.name.value == name
-            and self.index.enclosing(f, cst.ClassDef, cst.FunctionDef) is None
+            for f in self.index.functions_named(name)
+            if self.index.enclosing(f, cst.ClassDef, cst.FunctionDef) is None
         ]
 
     # Bindings and updates ---------------------------------------------------------------------
@@ -1070,20 +1069,30 @@ class AveragingObjects:
 
     def _forward_calls(self, obj: AveragingObject) -> Iterator[cst.Call]:
         update_ids = {id(u) for u in obj.updates}
-        for call in self.ctx.nodes(cst.Call):
+        for call in self._calls_by_object().get(id(obj), []):
             if id(call) in update_ids or id(call) == id(obj.creation):
                 continue
-            func = call.func
-            if isinstance(func, cst.Attribute) and func.attr.value in (
-                "forward",
-                "forward_eval",
-                "__call__",
-            ):
-                func = func.value
-            if not isinstance(func, (cst.Name, cst.Attribute)):
-                continue
-            if self._refer(func, 0) is obj:
-                yield call
+            yield call
+
+    def _calls_by_object(self) -> dict[int, list[cst.Call]]:
+        """Calls of each object (``ema(x)``, ``ema.forward(x)``), grouped in one pass."""
+        found = self._called
+        if found is None:
+            found = self._called = {}
+            for call in self.ctx.nodes(cst.Call):
+                func = call.func
+                if isinstance(func, cst.Attribute) and func.attr.value in (
+                    "forward",
+                    "forward_eval",
+                    "__call__",
+                ):
+                    func = func.value
+                if not isinstance(func, (cst.Name, cst.Attribute)):
+                    continue
+                obj = self._refer(func, 0)
+                if obj is not None:
+                    found.setdefault(id(obj), []).append(call)
+        return found
 
     def _backpropagates(self, function: cst.FunctionDef) -> bool:
         if function.name.value in ("training_step", "train_step", "forward_train"):

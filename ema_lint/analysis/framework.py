@@ -60,6 +60,7 @@ class FrameworkHooks:
         self.loops = ctx.get(TrainingLoops)
         self.resolver = ctx.get(ValueResolver)
         self._class_table: dict[str, list[cst.ClassDef]] | None = None
+        self._settings: dict[str, cst.BaseExpression | None] = {}
         self.lightning_classes: list[cst.ClassDef] = [
             c for c in ctx.nodes(cst.ClassDef) if self._is_lightning(c)
         ]
@@ -169,14 +170,14 @@ class FrameworkHooks:
     def accumulation_setting(self, keyword: str) -> cst.BaseExpression | None:
         """The first ``keyword=...`` argument or ``"keyword": ...`` entry of the module
         whose value may be above 1."""
-        for call in self.ctx.nodes(cst.Call):
-            for arg in call.args:
-                if (
-                    arg.keyword is not None
-                    and arg.keyword.value == keyword
-                    and self._above_one(arg.value)
-                ):
-                    return arg.value
+        if keyword not in self._settings:
+            self._settings[keyword] = self._accumulation_setting(keyword)
+        return self._settings[keyword]
+
+    def _accumulation_setting(self, keyword: str) -> cst.BaseExpression | None:
+        for arg in self.index.keyword_arguments(keyword):
+            if self._above_one(arg.value):
+                return arg.value
         for mapping in self.ctx.nodes(cst.Dict):
             for element in mapping.elements:
                 if (

@@ -8,7 +8,9 @@ the analysis layer and the rules query afterwards, so a file is walked exactly o
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import heapq
 from collections.abc import Iterator
 
 import libcst as cst
@@ -89,16 +91,60 @@ def _children(node: cst.CSTNode) -> list[cst.CSTNode]:
     return children
 
 
-class ModuleIndex:
-    """Nodes of one module grouped by type, with parents and preorder numbers."""
+# (node type, queried types) -> isinstance(node, queried types), without ABCMeta per node.
+_MATCHES: dict[tuple[type, type | tuple[type, ...]], bool] = {}
 
-    __slots__ = ("by_type", "module", "order", "parents")
+
+def _matches(cls: type, types: type | tuple[type, ...]) -> bool:
+    key = (cls, types)
+    flag = _MATCHES.get(key)
+    if flag is None:
+        flag = _MATCHES[key] = issubclass(cls, types)
+    return flag
+
+
+class ModuleIndex:
+    """Nodes of one module grouped by type, with parents and preorder numbers.
+
+    Everything a module-wide question needs is answered from here, built once per module:
+    subtree membership from preorder intervals (``contains``, ``descendants`` without a
+    walk), and tables grouped by name (calls, functions, classes, keyword arguments,
+    attribute targets) built on first use. Asking per object or per class is then a lookup,
+    and the analysis stays linear in the size of the module.
+    """
+
+    __slots__ = (
+        "_attribute_targets",
+        "_calls_by_attr",
+        "_calls_by_name",
+        "_classes",
+        "_ends",
+        "_functions",
+        "_keywords",
+        "_rooted",
+        "_type_orders",
+        "by_type",
+        "module",
+        "order",
+        "parents",
+        "preorder",
+    )
 
     def __init__(self, module: cst.Module) -> None:
         self.module = module
         self.by_type: dict[type, list[cst.CSTNode]] = {}
         self.parents: dict[int, cst.CSTNode] = {}
         self.order: dict[int, int] = {}
+        self.preorder: list[cst.CSTNode] = []
+        self._ends: list[int] | None = None
+        self._type_orders: dict[type, list[int]] = {}
+        self._calls_by_name: dict[str, list[cst.Call]] | None = None
+        self._calls_by_attr: dict[str, list[cst.Call]] | None = None
+        self._functions: dict[str, list[cst.FunctionDef]] | None = None
+        self._classes: dict[str, list[cst.ClassDef]] | None = None
+        self._keywords: dict[str, list[cst.Arg]] | None = None
+        self._rooted: dict[str, tuple[list[cst.Name], list[cst.Attribute]]] | None = None
+        self._attribute_targets: list[tuple[cst.Attribute, cst.BaseExpression | None]] | None = None
         self._walk(module)
 
     def _walk(self, root: cst.Module) -> None:
@@ -112,10 +158,12 @@ class ModuleIndex:
         stack: list[cst.CSTNode] = [root]
         pop = stack.pop
         push = stack.append
+        record = self.preorder.append
         n = 0
         while stack:
             node = pop()
             order[id(node)] = n
+            record(node)
             n += 1
             cls = type(node)
             bucket = by_type.get(cls)
@@ -165,9 +213,12 @@ class ModuleIndex:
 
     def enclosing(self, node: cst.CSTNode, *types: type) -> cst.CSTNode | None:
         """The nearest ancestor of one of ``types``."""
-        for ancestor in self.ancestors(node):
-            if isinstance(ancestor, types):
-                return ancestor
+        parents = self.parents
+        current = parents.get(id(node))
+        while current is not None:
+            if _matches(type(current), types):
+                return current
+            current = parents.get(id(current))
         return None
 
     def statement(self, node: cst.CSTNode) -> cst.CSTNode | None:
@@ -183,16 +234,166 @@ class ModuleIndex:
     def contains(self, outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
         if outer is inner:
             return True
-        return any(a is outer for a in self.ancestors(inner))
+        order = self.order
+        first = order.get(id(outer))
+        at = order.get(id(inner))
+        if first is None or at is None:
+            return any(a is outer for a in self.ancestors(inner))
+        return first < at <= self._subtree_ends()[first]
+
+    def _subtree_ends(self) -> list[int]:
+        """Preorder number -> the last preorder number inside that node's subtree."""
+        ends = self._ends
+        if ends is None:
+            ends = list(range(len(self.preorder)))
+            order = self.order
+            parents = self.parents
+            for n in range(len(ends) - 1, 0, -1):
+                parent = parents.get(id(self.preorder[n]))
+                if parent is not None:
+                    p = order[id(parent)]
+                    if ends[n] > ends[p]:
+                        ends[p] = ends[n]
+            self._ends = ends
+        return ends
+
+    def _orders_of(self, cls: type) -> list[int]:
+        found = self._type_orders.get(cls)
+        if found is None:
+            order = self.order
+            found = self._type_orders[cls] = [order[id(n)] for n in self.by_type.get(cls, [])]
+        return found
 
     def descendants(self, node: cst.CSTNode, cls: type | tuple[type, ...]) -> Iterator[cst.CSTNode]:
-        """Nodes of ``cls`` inside ``node``, in document order (walks the subtree only)."""
-        stack = [node]
-        while stack:
-            current = stack.pop()
-            if current is not node and isinstance(current, cls):
-                yield current
-            children = _children(current)
-            if children:
-                children.reverse()
-                stack.extend(children)
+        """Nodes of ``cls`` inside ``node``, in document order (no walk: preorder ranges)."""
+        first = self.order.get(id(node))
+        if first is None:  # not from this module: walk it
+            yield from _walk_descendants(node, cls)
+            return
+        last = self._subtree_ends()[first]
+        if last == first:
+            return
+        types = [t for t in self.by_type if _matches(t, cls)]
+        if last - first <= 16 * len(types) or len(types) > 4:
+            preorder = self.preorder
+            for n in range(first + 1, last + 1):
+                current = preorder[n]
+                if _matches(type(current), cls):
+                    yield current
+            return
+        runs = []
+        for t in types:
+            orders = self._orders_of(t)
+            lo = bisect.bisect_right(orders, first)
+            hi = bisect.bisect_right(orders, last)
+            if lo < hi:
+                runs.append(self.by_type[t][lo:hi])
+        if len(runs) == 1:
+            yield from runs[0]
+        elif runs:
+            order = self.order
+            yield from heapq.merge(*runs, key=lambda n: order[id(n)])
+
+    # Tables by name, each built once on first use ------------------------------------------
+    def calls_named(self, name: str) -> list[cst.Call]:
+        """Calls of a bare name, ``name(...)``, in document order."""
+        if self._calls_by_name is None:
+            self._group_calls()
+        assert self._calls_by_name is not None
+        return self._calls_by_name.get(name, [])
+
+    def method_calls(self, attr: str) -> list[cst.Call]:
+        """Calls of an attribute, ``x.attr(...)``, in document order."""
+        if self._calls_by_attr is None:
+            self._group_calls()
+        assert self._calls_by_attr is not None
+        return self._calls_by_attr.get(attr, [])
+
+    def _group_calls(self) -> None:
+        by_name: dict[str, list[cst.Call]] = {}
+        by_attr: dict[str, list[cst.Call]] = {}
+        for call in self.by_type.get(cst.Call, []):
+            func = call.func  # type: ignore[attr-defined]
+            kind = type(func)
+            if kind is cst.Name:
+                by_name.setdefault(func.value, []).append(call)
+            elif kind is cst.Attribute:
+                by_attr.setdefault(func.attr.value, []).append(call)
+        self._calls_by_name, self._calls_by_attr = by_name, by_attr
+
+    def functions_named(self, name: str) -> list[cst.FunctionDef]:
+        """Every ``def name`` of the module (any scope), in document order."""
+        if self._functions is None:
+            found: dict[str, list[cst.FunctionDef]] = {}
+            for f in self.by_type.get(cst.FunctionDef, []):
+                found.setdefault(f.name.value, []).append(f)  # type: ignore[attr-defined]
+            self._functions = found
+        return self._functions.get(name, [])
+
+    def classes_named(self, name: str) -> list[cst.ClassDef]:
+        """Every ``class name`` of the module (any scope), in document order."""
+        if self._classes is None:
+            found: dict[str, list[cst.ClassDef]] = {}
+            for c in self.by_type.get(cst.ClassDef, []):
+                found.setdefault(c.name.value, []).append(c)  # type: ignore[attr-defined]
+            self._classes = found
+        return self._classes.get(name, [])
+
+    def keyword_arguments(self, keyword: str) -> list[cst.Arg]:
+        """Arguments ``keyword=...`` of every call, in document order."""
+        if self._keywords is None:
+            found: dict[str, list[cst.Arg]] = {}
+            for call in self.by_type.get(cst.Call, []):
+                for arg in call.args:  # type: ignore[attr-defined]
+                    if arg.keyword is not None:
+                        found.setdefault(arg.keyword.value, []).append(arg)
+            self._keywords = found
+        return self._keywords.get(keyword, [])
+
+    def rooted_at(self, name: str) -> tuple[list[cst.Name], list[cst.Attribute]]:
+        """The ``Name`` nodes spelled ``name`` and the attribute chains whose root is one
+        (``name.a``, ``name.a.b``), each list in document order."""
+        if self._rooted is None:
+            found: dict[str, tuple[list[cst.Name], list[cst.Attribute]]] = {}
+            for node in self.by_type.get(cst.Name, []):
+                found.setdefault(node.value, ([], []))[0].append(node)  # type: ignore[attr-defined]
+            for node in self.by_type.get(cst.Attribute, []):
+                root = node.value  # type: ignore[attr-defined]
+                while type(root) is cst.Attribute:
+                    root = root.value
+                if type(root) is cst.Name:
+                    found.setdefault(root.value, ([], []))[1].append(node)  # type: ignore[arg-type]
+            self._rooted = found
+        return self._rooted.get(name, ([], []))
+
+    def attribute_targets(self) -> list[tuple[cst.Attribute, cst.BaseExpression | None]]:
+        """``x.attr = value`` targets with their value (None: augmented), assignments first,
+        then annotated ones, then augmented ones, each in document order."""
+        found = self._attribute_targets
+        if found is None:
+            found = []
+            for node in self.by_type.get(cst.Assign, []):
+                for target in node.targets:  # type: ignore[attr-defined]
+                    if isinstance(target.target, cst.Attribute):
+                        found.append((target.target, node.value))  # type: ignore[attr-defined]
+            for node in self.by_type.get(cst.AnnAssign, []):
+                target = node.target  # type: ignore[attr-defined]
+                if isinstance(target, cst.Attribute) and node.value is not None:  # type: ignore[attr-defined]
+                    found.append((target, node.value))  # type: ignore[attr-defined]
+            for node in self.by_type.get(cst.AugAssign, []):
+                if isinstance(node.target, cst.Attribute):  # type: ignore[attr-defined]
+                    found.append((node.target, None))  # type: ignore[attr-defined]
+            self._attribute_targets = found
+        return found
+
+
+def _walk_descendants(node: cst.CSTNode, cls: type | tuple[type, ...]) -> Iterator[cst.CSTNode]:
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if current is not node and isinstance(current, cls):
+            yield current
+        children = _children(current)
+        if children:
+            children.reverse()
+            stack.extend(children)

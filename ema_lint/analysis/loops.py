@@ -149,6 +149,10 @@ class TrainingLoops:
         self._callers: dict[int, list[cst.Call]] = {}
         self._local_calls: dict[int, list[cst.FunctionDef]] = {}
         self._calls_in: dict[int | None, list[cst.Call]] = {}
+        # Answers per loop or function, asked once per update: memoised to stay linear.
+        self._step_anchors: dict[int, list[cst.Call]] = {}
+        self._stepping_in: dict[int | None, list[cst.Call]] = {}
+        self._micro_batch: dict[int, bool] = {}
         for call in ctx.nodes(cst.Call):
             owner = self.function_of(call)
             self._calls_in.setdefault(id(owner) if owner is not None else None, []).append(call)
@@ -413,12 +417,21 @@ class TrainingLoops:
 
     def step_anchors(self, loop: Loop) -> list[cst.Call]:
         """Calls inside ``loop`` (in its own function) that step the optimizer."""
-        fn = self.function_of(loop)
-        return [
-            call
-            for call in self.calls_in(fn)
-            if self.index.contains(loop, call) and self.steps(call)
-        ]
+        found = self._step_anchors.get(id(loop))
+        if found is None:
+            fn = self.function_of(loop)
+            found = self._step_anchors[id(loop)] = [
+                call for call in self.stepping_calls_in(fn) if self.index.contains(loop, call)
+            ]
+        return found
+
+    def stepping_calls_in(self, fn: cst.FunctionDef | None) -> list[cst.Call]:
+        """The calls of ``calls_in(fn)`` that step the optimizer, in document order."""
+        key = id(fn) if fn is not None else None
+        found = self._stepping_in.get(key)
+        if found is None:
+            found = self._stepping_in[key] = [c for c in self.calls_in(fn) if self.steps(c)]
+        return found
 
     def guards(self, node: cst.CSTNode, loop: Loop) -> list[cst.If]:
         """Accumulation/sync conditions between ``loop`` and ``node``, innermost first."""
@@ -475,12 +488,8 @@ class TrainingLoops:
         for ancestor in self.index.ancestors(node):
             if ancestor is loop:
                 break
-            if isinstance(ancestor, (cst.For, cst.While)):
-                inner = [c for c in self.calls_in(fn) if self.index.contains(ancestor, c)]
-                if any(self.backpropagates(c) for c in inner) and not any(
-                    self.steps(c) for c in inner
-                ):
-                    found.append(ancestor)
+            if isinstance(ancestor, (cst.For, cst.While)) and self._is_micro_batch(ancestor, fn):
+                found.append(ancestor)
         return found
 
     # Guards, early exits, branches ------------------------------------------------------------
@@ -729,6 +738,16 @@ class TrainingLoops:
             fn = self.function_of(callers[0])
         return chain
 
+    def _is_micro_batch(self, loop: Loop, fn: cst.FunctionDef | None) -> bool:
+        """``loop`` (in ``fn``) backpropagates without stepping."""
+        flag = self._micro_batch.get(id(loop))
+        if flag is None:
+            inner = [c for c in self.calls_in(fn) if self.index.contains(loop, c)]
+            flag = self._micro_batch[id(loop)] = any(
+                self.backpropagates(c) for c in inner
+            ) and not any(self.steps(c) for c in inner)
+        return flag
+
     def runs_per_micro_batch(self, node: cst.CSTNode) -> MicroBatchFinding | None:
         """Why ``node`` runs more often than the optimizer steps, or None if it does not.
 
@@ -956,8 +975,8 @@ class Placement:
                 own_loop = loops.iteration_loop(here, fn)
                 later: cst.Call | None = None
                 earlier = False
-                for call in loops.calls_in(fn):
-                    if call is here or not loops.steps(call):
+                for call in loops.stepping_calls_in(fn):
+                    if call is here:
                         continue
                     if loops.index.contains(call, here) or loops.index.contains(here, call):
                         continue

@@ -179,6 +179,7 @@ class SwaAnalysis:
         self.objects = ctx.get(AveragingObjects)
         self.models: list[SwaModel] = []
         self._uses: dict[int, list[ModelUse]] = {}
+        self._refs: dict[int, list[cst.Name | cst.Attribute]] | None = None
         candidates = [
             o
             for o in self.objects.objects
@@ -710,7 +711,7 @@ class SwaAnalysis:
         updates = {id(u) for u in obj.updates}
         bn_calls = {id(b.call) for b in self.bn_updates}
         names = self._names_that_may_refer(obj)
-        for node in (*self.ctx.nodes(cst.Name), *self.ctx.nodes(cst.Attribute)):
+        for node in self._references().get(id(obj), []):
             parent = self.index.parent(node)
             if isinstance(parent, cst.Attribute) and parent.attr is node:
                 continue
@@ -738,6 +739,38 @@ class SwaAnalysis:
         if any(self._registered(b) for b in obj.bindings):
             found.append(ModelUse(obj.creation, "registered"))
         return found
+
+    def _references(self) -> dict[int, list[cst.Name | cst.Attribute]]:
+        """The names and attribute chains that may refer to each model's object, by object,
+        in the order ``_find_uses`` reads them: one pass for all the models."""
+        found = self._refs
+        if found is None:
+            found = self._refs = {}
+            names: set[str] = set()
+            for model in self.models:
+                names |= self._names_that_may_refer(model.obj)
+            for node in self._rooted_at(names):
+                parent = self.index.parent(node)
+                if isinstance(parent, cst.Attribute) and parent.attr is node:
+                    continue
+                obj = self.objects.for_expression(node)
+                if obj is not None:
+                    found.setdefault(id(obj), []).append(node)
+        return found
+
+    def _rooted_at(self, names: set[str]) -> list[cst.Name | cst.Attribute]:
+        """Names spelled one of ``names``, then attributes rooted at one, each in document
+        order (from the index's table, not a scan of every name of the module)."""
+        order = self.index.order
+        spelled: list[cst.Name] = []
+        chains: list[cst.Attribute] = []
+        for name in names:
+            found = self.index.rooted_at(name)
+            spelled.extend(found[0])
+            chains.extend(found[1])
+        spelled.sort(key=lambda n: order[id(n)])
+        chains.sort(key=lambda n: order[id(n)])
+        return [*spelled, *chains]
 
     def _names_that_may_refer(self, obj: AveragingObject) -> set[str]:
         """A cheap superset of the names an expression referring to ``obj`` can start

@@ -86,13 +86,18 @@ class WeightSwaps:
         kinds.update({name: "restore" for name in spec.restore_methods})
         kinds["copy_to"] = "copy_to"
         found: dict[str, list[cst.Call]] = {}
-        for call in self.ctx.nodes(cst.Call):
+        for call in self._calls_of(tuple(kinds)):
             func = call.func
-            if not isinstance(func, cst.Attribute) or func.attr.value not in kinds:
-                continue
+            assert isinstance(func, cst.Attribute)
             if objects.for_expression(func.value) is obj:
                 found.setdefault(kinds[func.attr.value], []).append(call)
         return found
+
+    def _calls_of(self, methods: tuple[str, ...]) -> list[cst.Call]:
+        """Calls of any of ``methods`` in document order (from the index's table)."""
+        calls = [c for m in dict.fromkeys(methods) for c in self.index.method_calls(m)]
+        calls.sort(key=lambda c: self.index.order[id(c)])
+        return calls
 
     def _swap(
         self,

@@ -254,6 +254,7 @@ class ValueResolver:
         self._calls_by_name: dict[str, list[cst.Call]] | None = None
         self._classes: dict[str, list[cst.ClassDef]] | None = None
         self._self_attrs: dict[int, dict[str, list[cst.BaseExpression | None]]] = {}
+        self._self_attrs_built = False
         self._name_counts: Counter[str] | None = None
         self._attr_counts: Counter[str] | None = None
         self._attr_assigned: dict[str, set[str]] | None = None
@@ -806,32 +807,25 @@ class ValueResolver:
 
     def _self_attributes(self, cls: cst.ClassDef) -> dict[str, list[cst.BaseExpression | None]]:
         """``self.x = value`` assignments in the methods of ``cls`` (None: not an ``=``)."""
-        key = id(cls)
-        found = self._self_attrs.get(key)
-        if found is not None:
-            return found
-        found = {}
-        for target, value in self._attribute_targets():
-            if not (isinstance(target.value, cst.Name) and target.value.value == "self"):
-                continue
-            function = self.index.enclosing(target, cst.FunctionDef)
-            if function is None or self._parent_scope(function) is not cls:
-                continue
-            found.setdefault(target.attr.value, []).append(value)
-        self._self_attrs[key] = found
-        return found
+        table = self._self_attrs
+        if self._self_attrs_built is False:
+            # Every class at once: one pass over the targets, not one per class asked about.
+            self._self_attrs_built = True
+            for target, value in self._attribute_targets():
+                if not (isinstance(target.value, cst.Name) and target.value.value == "self"):
+                    continue
+                function = self.index.enclosing(target, cst.FunctionDef)
+                if function is None:
+                    continue
+                owner = self._parent_scope(function)
+                if not isinstance(owner, cst.ClassDef):
+                    continue
+                found = table.setdefault(id(owner), {})
+                found.setdefault(target.attr.value, []).append(value)
+        return table.setdefault(id(cls), {})
 
-    def _attribute_targets(self) -> Iterator[tuple[cst.Attribute, cst.BaseExpression | None]]:
-        for node in self.ctx.nodes(cst.Assign):
-            for target in node.targets:
-                if isinstance(target.target, cst.Attribute):
-                    yield target.target, node.value
-        for node in self.ctx.nodes(cst.AnnAssign):
-            if isinstance(node.target, cst.Attribute) and node.value is not None:
-                yield node.target, node.value
-        for node in self.ctx.nodes(cst.AugAssign):
-            if isinstance(node.target, cst.Attribute):
-                yield node.target, None
+    def _attribute_targets(self) -> list[tuple[cst.Attribute, cst.BaseExpression | None]]:
+        return self.index.attribute_targets()
 
     def _self_attribute(self, cls: cst.ClassDef, attr: str, depth: int) -> Value | None:
         assigned = self._self_attributes(cls).get(attr)

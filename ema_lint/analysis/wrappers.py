@@ -90,7 +90,7 @@ class ModelWrappers:
             return None
         scope = self.index.enclosing(at, cst.FunctionDef)
         last: tuple[cst.CSTNode, cst.BaseExpression | None] | None = None
-        for assign in self._assignments().get(id(scope), []):
+        for assign in self._assignments_binding(scope, code):
             if not self.index.is_before(assign, at) or self.index.contains(assign, at):
                 continue
             value = self._value_for(assign, code)  # type: ignore[arg-type]
@@ -122,6 +122,27 @@ class ModelWrappers:
                 scope = self.index.enclosing(assign, cst.FunctionDef)
                 found.setdefault(id(scope), []).append(assign)
         return found
+
+    def _assignments_binding(self, scope: cst.CSTNode | None, code: str) -> list[cst.Assign]:
+        """The assignments of ``scope`` with a target (or a tuple element) spelled ``code``:
+        the only ones ``_value_for`` finds a value in, grouped once per scope."""
+        tables = getattr(self, "_binding", None)
+        if tables is None:
+            tables = self._binding = {}
+        table = tables.get(id(scope))
+        if table is None:
+            table = tables[id(scope)] = {}
+            for assign in self._assignments().get(id(scope), []):
+                spelled: list[str | None] = []
+                for target in assign.targets:
+                    node = target.target
+                    spelled.append(dotted_name(node))
+                    if isinstance(node, (cst.Tuple, cst.List)):
+                        spelled.extend(dotted_name(e.value) for e in node.elements)
+                for name in dict.fromkeys(spelled):
+                    if name is not None:
+                        table.setdefault(name, []).append(assign)
+        return table.get(code, [])
 
     def _ancestors_within(self, node: cst.CSTNode, scope: cst.CSTNode | None):
         for ancestor in self.index.ancestors(node):

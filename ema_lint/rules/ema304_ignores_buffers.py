@@ -190,7 +190,7 @@ class IgnoresBuffers(Rule):
             for u in obj.inplace
             if isinstance(fn := index.enclosing(u.node, cst.FunctionDef), cst.FunctionDef)
         }
-        for call in self.ctx.nodes(cst.Call):
+        for call in self._calls_mentioning(objects).get(id(obj), []):
             if index.contains(obj.creation, call) or any(
                 index.contains(u.loop or u.node, call) for u in obj.inplace
             ):
@@ -210,6 +210,23 @@ class IgnoresBuffers(Rule):
             if any(objects.for_expression(a.value) is obj for a in call.args):
                 return True
         return False
+
+    def _calls_mentioning(self, objects: AveragingObjects) -> dict[int, list[cst.Call]]:
+        """Calls whose callee, receiver or an argument refers to an object, by object: the
+        only calls ``_evaluated`` can accept, grouped in one pass over the module."""
+        found: dict[int, list[cst.Call]] | None = getattr(self, "_mentioning", None)
+        if found is None:
+            found = self._mentioning = {}
+            for call in self.ctx.nodes(cst.Call):
+                func = call.func
+                refs = [objects.for_expression(a.value) for a in call.args]
+                if isinstance(func, (cst.Name, cst.Attribute)):
+                    refs.append(objects.for_expression(func))
+                if isinstance(func, cst.Attribute):
+                    refs.append(objects.for_expression(func.value))
+                for key in dict.fromkeys(id(r) for r in refs if r is not None):
+                    found.setdefault(key, []).append(call)
+        return found
 
     def _message(self, obj: AveragingObject, buffers: NormLayers) -> str:
         name = obj.name

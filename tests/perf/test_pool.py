@@ -179,3 +179,31 @@ def test_check_files_keeps_the_order_of_the_files(tmp_path: Path) -> None:
     files = sorted(project.rglob("*.py"), reverse=True)
     outcomes = runner.check_files(files, Settings(), runner.Mode(), jobs=3)
     assert [o.path for o in outcomes] == [str(f) for f in files]
+
+
+def test_without_a_cache_a_large_run_is_read_and_pre_filtered_by_the_workers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ema_lint.config import Settings
+
+    project = _project(tmp_path)
+    for i in range(runner.FILTER_IN_WORKERS_FROM):
+        (project / "b" / f"plain{i}.py").write_text(f"x = {i}\n")
+    files = sorted(project.rglob("*.py"))
+    serial = runner.check_files(files, Settings(), runner.Mode(), jobs=1)
+    read: list[Path] = []
+    real = runner.read_source
+
+    def spy(path: Path) -> bytes:
+        read.append(path)
+        return real(path)
+
+    monkeypatch.setattr(runner, "read_source", spy)  # the forked workers keep their own
+    pooled = runner.check_files(files, Settings(), runner.Mode(), jobs=2)
+    assert read == [], "the parent read no file"
+
+    def found(outcomes: list[runner.FileOutcome]) -> list[tuple]:
+        return [(o.path, [(d.code, d.start, d.message) for d in o.diagnostics]) for o in outcomes]
+
+    assert found(pooled) == found(serial)
+    assert any(o.diagnostics for o in pooled)

@@ -33,7 +33,7 @@ def test_every_fixture_with_a_finding_passes_the_union_of_all_rules() -> None:
         data = case.path.read_bytes()
         assert union.matches(data), case.id
         assert union.matches(data.decode("utf-8")), case.id
-        assert PreFilter.default().matches(data), case.id
+        assert registry.default_prefilter().matches(data), case.id
 
 
 def test_every_fixture_with_a_finding_passes_the_filter_of_that_rule_alone() -> None:
@@ -47,7 +47,7 @@ def test_every_fixture_with_a_finding_passes_the_filter_of_that_rule_alone() -> 
 
 
 def test_default_is_the_union_of_every_registered_rule() -> None:
-    assert PreFilter.default().tokens == PreFilter(registry.all_rules()).tokens
+    assert registry.default_prefilter().tokens == PreFilter(registry.all_rules()).tokens
 
 
 @pytest.mark.parametrize(
@@ -223,3 +223,58 @@ def test_names_trigger_runs_its_test_on_the_files_identifiers() -> None:
     assert seen == []  # no word of the test: no identifier tested
     with pytest.raises(ValueError):
         names(probe_name, ["Target"])
+
+
+def _gate_by_gate(f: PreFilter) -> PreFilter:
+    """The same filter scanning each gate with ``in`` (as without the automaton)."""
+    f.__dict__["_scanners"] = {bytes: None, str: None}
+    return f
+
+
+_GATES = registry.default_prefilter().gates
+_GATE_WORDS = sorted({g.decode() for g in _GATES} | {"ema", "EMA", "swa"})
+
+
+@given(
+    st.lists(
+        st.one_of(st.sampled_from(_GATE_WORDS), st.text("abEMx_ .(\n", max_size=6)), max_size=8
+    )
+)
+def test_the_one_pass_scan_finds_what_the_gate_by_gate_scan_finds(parts: list[str]) -> None:
+    text = "".join(parts)
+    one_pass = registry.default_prefilter()
+    assert one_pass._scanners[bytes] is not None  # the automaton is installed and used
+    present = one_pass._present(text.encode())
+    assert present == {g: g in text.encode() for g in present}
+    by_gate = _gate_by_gate(PreFilter(registry.infos()))
+    assert one_pass.matches(text.encode()) is by_gate.matches(text.encode())
+    assert one_pass.matches(text) is by_gate.matches(text)
+
+
+def test_the_one_pass_scan_covers_the_gates_of_every_group() -> None:
+    f = registry.default_prefilter()
+    _, gates = f._scanners[bytes]
+    for group in f._groups:
+        for part in group:
+            assert {step[0] for step in part._bytes.steps} <= set(gates)
+
+
+def test_the_pre_filter_imports_neither_the_registry_nor_the_manifest() -> None:
+    """No import cycle registry -> manifest -> prefilter -> registry (not even in a function)."""
+    import ast
+    from pathlib import Path
+
+    import ema_lint.prefilter as module
+
+    tree = ast.parse(Path(module.__file__).read_text())
+    imported = {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level == 1
+        for alias in node.names
+    } | {
+        node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module
+    }
+    assert not imported & {"registry", "manifest", "_manifest"}

@@ -237,6 +237,7 @@ def test_targets_pass_and_miss_with_margins():
         ("libcst-parse", "dense"): _result("libcst-parse", "dense", [1.0]),
         ("flake8-F+ema", "main"): _result("flake8-F+ema", "main", [10.5]),
         ("flake8-F", "main"): _result("flake8-F", "main", [10.0]),
+        ("flake8-F,EMA", "main"): _result("flake8-F,EMA", "main", [12.0]),
     }
     by_name = {t.name: t for t in run.evaluate_targets(results)}
     ruff = by_name["whole corpus cold within 5x of ruff --select E9,F --no-cache"]
@@ -244,8 +245,10 @@ def test_targets_pass_and_miss_with_margins():
     torchfix = by_name[">= 50x faster than TorchFix standalone"]
     assert torchfix.status == "PASS" and "100.0x on the sample" in torchfix.detail
     assert by_name[">= 50x faster than fixit lint"].status == "n/a"
-    dense = by_name["EMA-dense files: ema-lint (1 job, no cache) <= 1.5x bare libcst parse"]
+    dense = by_name["EMA-dense files: ema-lint (1 job, no cache) <= 1.3x bare libcst parse"]
     assert dense.status == "PASS"
+    users = by_name["flake8 --select F,EMA <= 1.10x flake8 --select F without ema-lint (CPU)"]
+    assert users.status == "MISS", users.detail
     assert by_name["flake8 plugin adds <= 10% to flake8 --select F"].status == "PASS"
     assert by_name["peak memory < 300 MB with default jobs"].status == "PASS"
     assert by_name["warm cache within 2x of ruff with its cache"].status == "n/a"
