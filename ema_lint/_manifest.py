@@ -2813,28 +2813,39 @@ RULES = (
         fix_availability="none",
         fix_applicability=None,
         options=(),
-        triggers=(
-            identifier("EMAHook"),
-            identifier("ExpMomentumEMA"),
-            identifier("ExponentialMovingAverage"),
-            identifier("MomentumAnnealingEMA"),
-            identifier("StochasticWeightAverage"),
-            Names(b"ema_lint.analysis.vocabulary:averaged_identifier"),
-            b"momentum_update",
-            b"update_momentum",
-            b"momentum_encoder",
-            b"momentum_model",
-            b"target_net",
-            b"target_param",
-            b"target_model",
-            b"target_encoder",
-            b"soft_update",
-            b"update_target",
-            b"moving_average",
-            b"MovingAverage",
-        ),
+        triggers=(),
         trigger_groups=(
             (
+                (
+                    b"backward",
+                    b"training_step",
+                ),
+                (
+                    identifier("EMAHook"),
+                    identifier("ExpMomentumEMA"),
+                    identifier("ExponentialMovingAverage"),
+                    identifier("MomentumAnnealingEMA"),
+                    identifier("StochasticWeightAverage"),
+                    Names(b"ema_lint.analysis.vocabulary:averaged_identifier"),
+                    b"momentum_update",
+                    b"update_momentum",
+                    b"momentum_encoder",
+                    b"momentum_model",
+                    b"target_net",
+                    b"target_param",
+                    b"target_model",
+                    b"target_encoder",
+                    b"soft_update",
+                    b"update_target",
+                    b"moving_average",
+                    b"MovingAverage",
+                ),
+            ),
+            (
+                (
+                    b"backward",
+                    b"training_step",
+                ),
                 (
                     identifier("AveragedModel"),
                     identifier("get_ema_avg_fn"),
@@ -2843,10 +2854,18 @@ RULES = (
                 (b"torch",),
             ),
             (
+                (
+                    b"backward",
+                    b"training_step",
+                ),
                 (identifier("EMA"),),
                 (b"flax",),
             ),
             (
+                (
+                    b"backward",
+                    b"training_step",
+                ),
                 (
                     identifier("EMA"),
                     identifier("EMAOptimizer"),
@@ -2855,16 +2874,28 @@ RULES = (
             ),
             (
                 (
+                    b"backward",
+                    b"training_step",
+                ),
+                (
                     identifier("EMA"),
                     identifier("PostHocEMA"),
                 ),
                 (b"ema_pytorch",),
             ),
             (
+                (
+                    b"backward",
+                    b"training_step",
+                ),
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
             (
+                (
+                    b"backward",
+                    b"training_step",
+                ),
                 (
                     identifier("EMAHook"),
                     identifier("ExponentialMovingAverage"),
@@ -2874,10 +2905,18 @@ RULES = (
                 (b"mmengine",),
             ),
             (
+                (
+                    b"backward",
+                    b"training_step",
+                ),
                 (identifier("EMAModel"),),
                 (b"diffusers",),
             ),
             (
+                (
+                    b"backward",
+                    b"training_step",
+                ),
                 (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
@@ -2889,6 +2928,10 @@ RULES = (
                 ),
             ),
             (
+                (
+                    b"backward",
+                    b"training_step",
+                ),
                 (identifier("ExpMomentumEMA"),),
                 (
                     b"mmdet",
@@ -2896,10 +2939,18 @@ RULES = (
                 ),
             ),
             (
+                (
+                    b"backward",
+                    b"training_step",
+                ),
                 (identifier("ExponentialMovingAverage"),),
                 (b"torch_ema",),
             ),
             (
+                (
+                    b"backward",
+                    b"training_step",
+                ),
                 (
                     identifier("ExponentialMovingAverage"),
                     identifier("use_ema"),
@@ -2910,10 +2961,18 @@ RULES = (
                 ),
             ),
             (
+                (
+                    b"backward",
+                    b"training_step",
+                ),
                 (identifier("LitEma"),),
                 (b"ldm",),
             ),
             (
+                (
+                    b"backward",
+                    b"training_step",
+                ),
                 (identifier("ModelEMA"),),
                 (
                     b"ultralytics",
@@ -2924,6 +2983,10 @@ RULES = (
             ),
             (
                 (
+                    b"backward",
+                    b"training_step",
+                ),
+                (
                     identifier("ModelEma"),
                     identifier("ModelEmaV2"),
                     identifier("ModelEmaV3"),
@@ -2931,14 +2994,26 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (
+                    b"backward",
+                    b"training_step",
+                ),
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
             (
+                (
+                    b"backward",
+                    b"training_step",
+                ),
                 (identifier("polyak_update"),),
                 (b"stable_baselines3",),
             ),
             (
+                (
+                    b"backward",
+                    b"training_step",
+                ),
                 (identifier("update_ema"),),
                 (
                     b"guided_diffusion",
@@ -2946,10 +3021,18 @@ RULES = (
                 ),
             ),
             (
+                (
+                    b"backward",
+                    b"training_step",
+                ),
                 (identifier("use_ema"),),
                 (b"keras",),
             ),
             (
+                (
+                    b"backward",
+                    b"training_step",
+                ),
                 (identifier("deepcopy"),),
                 (
                     Names(b"ema_lint.analysis.vocabulary:averaged_identifier"),
@@ -2968,6 +3051,10 @@ RULES = (
                 ),
             ),
             (
+                (
+                    b"backward",
+                    b"training_step",
+                ),
                 (
                     b"parameters",
                     b"state_dict",

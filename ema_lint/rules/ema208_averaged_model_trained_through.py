@@ -6,7 +6,7 @@ import libcst as cst
 
 from ..analysis.averaging import AveragingObject, AveragingObjects, Method, Use
 from ..analysis.grad_mode import GradMode
-from ..analysis.triggers import AVERAGING_EVIDENCE
+from ..analysis.triggers import AVERAGING_EVIDENCE, requiring
 from ..analysis.vocabulary import is_averaged_name
 from ..rule import Rule
 
@@ -75,8 +75,9 @@ class AveragedModelTrainedThrough(Rule):
     code = "EMA208"
     name = "averaged-model-trained-through"
     summary = "Averaged copy's output used in the training loss: the live model learns nothing"
-    triggers = AVERAGING_EVIDENCE.triggers
-    trigger_groups = AVERAGING_EVIDENCE.groups
+    # A loss that trains the live model (a backward pass, or Lightning's training_step)
+    # AND an averaging object.
+    trigger_groups = requiring((b"backward", b"training_step"), AVERAGING_EVIDENCE)
     requires = (AveragingObjects, GradMode)
 
     def finish(self) -> None:
