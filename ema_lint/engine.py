@@ -22,12 +22,12 @@ from typing import Any
 import libcst as cst
 
 from . import dependencies, limits
-from .analysis.averaging import AveragingObjects
-from .analysis.context import FileContext
-from .analysis.index import ModuleIndex
+from .analysis.objects.averaging import AveragingObjects
 from .analysis.project.admission import imports_averaging
 from .analysis.project.model import ProjectLink
 from .analysis.project.model import parsed as parsed_for_summary
+from .analysis.syntax.context import FileContext
+from .analysis.syntax.index import ModuleIndex
 from .decoding import bom_encoding, bom_message, text_for_matching
 from .diagnostics import Diagnostic, Fix, Position, Related, TextEdit
 from .file_settings import FileSettings

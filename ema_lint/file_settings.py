@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .diagnostics import Fix
-    from .manifest import RuleInfo
     from .rule import Rule
+    from .rule_info import RuleInfo
 
 
 class FileSettings:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 
 import libcst as cst
 
-from .analysis.index import ModuleIndex
+from .analysis.syntax.index import ModuleIndex
 from .diagnostics import Edit, EditKind, Fix, Position, TextEdit
 from .positions import LineIndex, PositionTable
 
@@ -114,7 +114,7 @@ def _has_import(module: cst.Module, edit: Edit) -> bool:
 
 
 def _dotted(node: cst.BaseExpression | None) -> str | None:
-    from .analysis.names import dotted_name
+    from .analysis.syntax.names import dotted_name
 
     return None if node is None else dotted_name(node)
 

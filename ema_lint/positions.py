@@ -28,7 +28,7 @@ from libcst._nodes.internal import CodegenState
 from .diagnostics import Position
 
 if TYPE_CHECKING:
-    from .analysis.index import ModuleIndex
+    from .analysis.syntax.index import ModuleIndex
 
 
 class _OffsetState(CodegenState):

@@ -18,9 +18,9 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .manifest import RuleInfo
     from .prefilter import PreFilter
     from .rule import Rule
+    from .rule_info import RuleInfo
 
 _CODE = re.compile(r"^EMA\d{3}$")
 
@@ -76,9 +76,9 @@ def lookup(code_or_name: str) -> type[Rule] | None:
 
 def infos() -> tuple[RuleInfo, ...]:
     """The manifest entry of every rule, ordered by code (imports no rule)."""
-    from .manifest import load
+    from ._manifest import RULES
 
-    return load()
+    return RULES
 
 
 @cache

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import libcst as cst
 
-from .analysis.context import FileContext
+from .analysis.syntax.context import FileContext
 from .diagnostics import Applicability, Fix, FixAvailability, FixScope
 
 # Options live in a module of their own so that configuration can be validated without

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ema_lint.analysis.index import ModuleIndex
+from ema_lint.analysis.syntax.index import ModuleIndex
 from ema_lint.fixer import apply_fixes
 from ema_lint.statement_edits import move_after, without_argument, wrap_in_if
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ..diagnostics import Diagnostic
-from . import RunResult, location_text, printable
+from .base import RunResult, location_text, printable
 from .text import _BOLD, _CYAN, _RED, _errors, _paint, summary_lines
 
 _GREEN = "\033[32m"

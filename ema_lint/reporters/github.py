@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from . import FileLines, RunResult, located_message, repository_path, repository_root
+from .base import FileLines, RunResult, located_message, repository_path, repository_root
 
 
 def escape_data(text: str) -> str:

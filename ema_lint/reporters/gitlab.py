@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 from .. import registry
 from ..diagnostics import Diagnostic
-from . import FileLines, RunResult, located_message, repository_path, repository_root
+from .base import FileLines, RunResult, located_message, repository_path, repository_root
 
 
 def _path(path: str) -> str:

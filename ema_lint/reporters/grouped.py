@@ -5,7 +5,7 @@ from __future__ import annotations
 from itertools import groupby
 from typing import TextIO
 
-from . import RunResult, position_text, printable
+from .base import RunResult, position_text, printable
 from .text import _BOLD, _CYAN, _RED, _errors, _paint, summary_lines
 
 

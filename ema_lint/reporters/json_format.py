@@ -23,7 +23,7 @@ from typing import Any, TextIO
 
 from .._version import __version__
 from ..diagnostics import Diagnostic
-from . import RunResult, rule_url
+from .base import RunResult, rule_url
 
 SCHEMA_VERSION = 1
 

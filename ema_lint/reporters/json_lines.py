@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import TextIO
 
-from . import RunResult
+from .base import RunResult
 from .json_format import diagnostic_to_dict
 
 

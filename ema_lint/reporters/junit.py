@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from itertools import groupby
 from typing import TextIO
 
-from . import RunResult, position_text
+from .base import RunResult, position_text
 
 # XML 1.0 cannot hold these characters at all, not even as references: a message quoting
 # one (an ESC in a source string) would make the report unreadable to every parser.

@@ -19,7 +19,7 @@ from urllib.parse import quote
 from .. import registry
 from .._version import __version__
 from ..diagnostics import Diagnostic
-from . import FileLines, RunResult, located_message, rule_url
+from .base import FileLines, RunResult, located_message, rule_url
 
 if TYPE_CHECKING:  # the rules (and libcst) are loaded only when a SARIF log is written
     from ..rule import Rule

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from . import RunResult, location_text, printable
+from .base import RunResult, location_text, printable
 
 _RESET = "\033[0m"
 _BOLD = "\033[1m"

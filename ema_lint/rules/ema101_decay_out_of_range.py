@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.apis import Role, Side, semantics_table
-from ..analysis.averaging import Use
-from ..analysis.decays import DecaySetting, DecaySettings, describe_interval, describe_value
-from ..analysis.horizon import describe_decay, float_literal, format_number
-from ..analysis.triggers import UPDATE_EVIDENCE
+from ..analysis.objects.apis import Role, Side, semantics_table
+from ..analysis.objects.averaging import Use
+from ..analysis.objects.horizon import describe_decay, float_literal, format_number
+from ..analysis.objects.triggers import UPDATE_EVIDENCE
+from ..analysis.training.decays import (
+    DecaySetting,
+    DecaySettings,
+    describe_interval,
+    describe_value,
+)
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Option, Rule
 

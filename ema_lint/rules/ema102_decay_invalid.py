@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ..analysis.apis import Side, semantics_table
-from ..analysis.averaging import Use
-from ..analysis.decays import DecaySetting, DecaySettings, describe_value
-from ..analysis.horizon import format_number
-from ..analysis.triggers import UPDATE_EVIDENCE
+from ..analysis.objects.apis import Side, semantics_table
+from ..analysis.objects.averaging import Use
+from ..analysis.objects.horizon import format_number
+from ..analysis.objects.triggers import UPDATE_EVIDENCE
+from ..analysis.training.decays import DecaySetting, DecaySettings, describe_value
 from ..diagnostics import FixAvailability
 from ..rule import Rule
 

@@ -6,11 +6,11 @@ from decimal import Decimal, InvalidOperation
 
 import libcst as cst
 
-from ..analysis.apis import Side, semantics_table
-from ..analysis.averaging import Use
-from ..analysis.decays import DecaySetting, DecaySettings
-from ..analysis.horizon import format_number
-from ..analysis.triggers import WEIGHT_EVIDENCE
+from ..analysis.objects.apis import Side, semantics_table
+from ..analysis.objects.averaging import Use
+from ..analysis.objects.horizon import format_number
+from ..analysis.objects.triggers import WEIGHT_EVIDENCE
+from ..analysis.training.decays import DecaySetting, DecaySettings
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
 

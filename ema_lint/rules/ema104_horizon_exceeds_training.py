@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 
-from ..analysis.apis import semantics_table
-from ..analysis.averaging import Use
-from ..analysis.decays import DecaySettings, describe_interval, describe_value
-from ..analysis.horizon import format_count, half_life, horizon
-from ..analysis.triggers import UPDATE_EVIDENCE
+from ..analysis.objects.apis import semantics_table
+from ..analysis.objects.averaging import Use
+from ..analysis.objects.horizon import format_count, half_life, horizon
+from ..analysis.objects.triggers import UPDATE_EVIDENCE
+from ..analysis.training.decays import DecaySettings, describe_interval, describe_value
 from ..diagnostics import FixAvailability
 from ..rule import Option, Rule
 

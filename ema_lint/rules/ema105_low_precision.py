@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.apis import semantics_table
-from ..analysis.averaging import AveragingObject, AveragingObjects, Use
-from ..analysis.decays import DecaySettings
-from ..analysis.horizon import format_number
-from ..analysis.names import ImportTable
-from ..analysis.triggers import UPDATE_EVIDENCE
-from ..analysis.updates import InPlaceUpdate, InPlaceUpdates
-from ..analysis.values import Symbol, Value, ValueResolver
+from ..analysis.objects.apis import semantics_table
+from ..analysis.objects.averaging import AveragingObject, AveragingObjects, Use
+from ..analysis.objects.horizon import format_number
+from ..analysis.objects.triggers import UPDATE_EVIDENCE
+from ..analysis.objects.updates import InPlaceUpdate, InPlaceUpdates
+from ..analysis.syntax.names import ImportTable
+from ..analysis.syntax.values import Symbol, Value, ValueResolver
+from ..analysis.training.decays import DecaySettings
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability
 from ..rule import Rule
 

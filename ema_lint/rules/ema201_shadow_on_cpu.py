@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.averaging import (
+from ..analysis.objects.averaging import (
     AveragingObject,
     AveragingObjects,
     Use,
 )
-from ..analysis.devices import CpuPlacement, Devices
-from ..analysis.framework import PER_STEP_HOOKS, FrameworkHooks
-from ..analysis.loops import TrainingLoops
-from ..analysis.run_length import RunLengths
-from ..analysis.triggers import UPDATE_EVIDENCE, requiring
-from ..analysis.values import ValueResolver
+from ..analysis.objects.devices import CpuPlacement, Devices
+from ..analysis.objects.run_length import RunLengths
+from ..analysis.objects.triggers import UPDATE_EVIDENCE, requiring
+from ..analysis.syntax.values import ValueResolver
+from ..analysis.training.framework import PER_STEP_HOOKS, FrameworkHooks
+from ..analysis.training.loops import TrainingLoops
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability
 from ..rule import Rule
 from ..statement_edits import without_argument

@@ -6,13 +6,18 @@ import math
 
 import libcst as cst
 
-from ..analysis.averaging import AveragingObject, AveragingObjects, Use
-from ..analysis.decays import DecaySettings
-from ..analysis.framework import FrameworkHooks
-from ..analysis.horizon import format_count, format_number, horizon
-from ..analysis.loops import MicroBatchFinding, Placement, TrainingLoops, accumulation_steps
-from ..analysis.triggers import AVERAGING_EVIDENCE, requiring
-from ..analysis.values import ValueResolver
+from ..analysis.objects.averaging import AveragingObject, AveragingObjects, Use
+from ..analysis.objects.horizon import format_count, format_number, horizon
+from ..analysis.objects.triggers import AVERAGING_EVIDENCE, requiring
+from ..analysis.syntax.values import ValueResolver
+from ..analysis.training.decays import DecaySettings
+from ..analysis.training.framework import FrameworkHooks
+from ..analysis.training.loops import (
+    MicroBatchFinding,
+    Placement,
+    TrainingLoops,
+    accumulation_steps,
+)
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
 from ..statement_edits import move_after, wrap_in_if

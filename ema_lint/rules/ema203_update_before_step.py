@@ -6,9 +6,9 @@ import re
 
 import libcst as cst
 
-from ..analysis.averaging import AveragingObject, AveragingObjects, Use
-from ..analysis.loops import BeforeStep, Placement, TrainingLoops
-from ..analysis.triggers import AVERAGING_EVIDENCE, requiring
+from ..analysis.objects.averaging import AveragingObject, AveragingObjects, Use
+from ..analysis.objects.triggers import AVERAGING_EVIDENCE, requiring
+from ..analysis.training.loops import BeforeStep, Placement, TrainingLoops
 from ..diagnostics import Applicability, Fix, FixAvailability, FixScope
 from ..rule import Rule
 from ..statement_edits import move_after

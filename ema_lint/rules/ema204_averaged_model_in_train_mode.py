@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.averaging import AveragingObjects
-from ..analysis.evaluation import Evaluation, EvaluationSites
-from ..analysis.modes import Mode, ModeTracker
-from ..analysis.triggers import OBJECT_EVIDENCE
+from ..analysis.objects.averaging import AveragingObjects
+from ..analysis.objects.triggers import OBJECT_EVIDENCE
+from ..analysis.training.evaluation import Evaluation, EvaluationSites
+from ..analysis.training.modes import Mode, ModeTracker
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
 from ..statement_edits import call_statement

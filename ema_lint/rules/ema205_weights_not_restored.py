@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.averaging import AveragingObjects
-from ..analysis.backups import ReferenceBackup, ReferenceBackups
-from ..analysis.swaps import Swap, WeightSwaps
-from ..analysis.triggers import AVERAGING_EVIDENCE, Evidence, requiring
-from ..analysis.vocabulary import NAMED_AVERAGE
+from ..analysis.objects.averaging import AveragingObjects
+from ..analysis.objects.triggers import AVERAGING_EVIDENCE, Evidence, requiring
+from ..analysis.syntax.vocabulary import NAMED_AVERAGE
+from ..analysis.training.backups import ReferenceBackup, ReferenceBackups
+from ..analysis.training.swaps import Swap, WeightSwaps
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.averaging import AveragingObject, AveragingObjects, Use
-from ..analysis.trainable import OptimizerReach, TrainableCopies
-from ..analysis.triggers import OBJECT_EVIDENCE
+from ..analysis.objects.averaging import AveragingObject, AveragingObjects, Use
+from ..analysis.objects.triggers import OBJECT_EVIDENCE
+from ..analysis.training.trainable import OptimizerReach, TrainableCopies
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
 from ..statement_edits import call_statement

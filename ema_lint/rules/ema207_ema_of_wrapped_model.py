@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.averaging import AveragingObject, AveragingObjects, Use
-from ..analysis.triggers import AVERAGING_EVIDENCE, requiring
-from ..analysis.wrappers import UNWRAP_ATTRIBUTE, ModelWrappers, Wrapping
+from ..analysis.objects.averaging import AveragingObject, AveragingObjects, Use
+from ..analysis.objects.triggers import AVERAGING_EVIDENCE, requiring
+from ..analysis.objects.wrappers import UNWRAP_ATTRIBUTE, ModelWrappers, Wrapping
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability
 from ..rule import Rule
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.averaging import AveragingObject, AveragingObjects, Method, Use
-from ..analysis.grad_mode import GradMode
-from ..analysis.triggers import AVERAGING_EVIDENCE, requiring
-from ..analysis.vocabulary import is_averaged_name
+from ..analysis.objects.averaging import AveragingObject, AveragingObjects, Method, Use
+from ..analysis.objects.triggers import AVERAGING_EVIDENCE, requiring
+from ..analysis.syntax.vocabulary import is_averaged_name
+from ..analysis.training.grad_mode import GradMode
 from ..rule import Rule
 
 # The reason AveragingObjects gives when the loss alone made the object a teacher.

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.averaging import AveragingObjects
-from ..analysis.copies import LoopRebind, NoOpCopies
-from ..analysis.triggers import UPDATE_EVIDENCE
-from ..analysis.updates import InPlaceUpdate, InPlaceUpdates
+from ..analysis.objects.averaging import AveragingObjects
+from ..analysis.objects.copies import LoopRebind, NoOpCopies
+from ..analysis.objects.triggers import UPDATE_EVIDENCE
+from ..analysis.objects.updates import InPlaceUpdate, InPlaceUpdates
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability
 from ..rule import Rule
 

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from ..analysis.averaging import AveragingObjects, tokens
-from ..analysis.horizon import describe_decay, format_number, horizon
-from ..analysis.triggers import UPDATE_EVIDENCE
-from ..analysis.updates import Coefficient, InPlaceUpdate, InPlaceUpdates, strip_tensor
-from ..analysis.values import ValueResolver
+from ..analysis.objects.averaging import AveragingObjects, tokens
+from ..analysis.objects.horizon import describe_decay, format_number, horizon
+from ..analysis.objects.triggers import UPDATE_EVIDENCE
+from ..analysis.objects.updates import Coefficient, InPlaceUpdate, InPlaceUpdates, strip_tensor
+from ..analysis.syntax.values import ValueResolver
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
 from .ema103_semantics_swapped import complement_text

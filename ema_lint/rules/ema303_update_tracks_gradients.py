@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.averaging import AveragingObjects
-from ..analysis.grad_mode import GradMode
-from ..analysis.names import ImportTable
-from ..analysis.triggers import UPDATE_EVIDENCE
-from ..analysis.updates import GRAD_METHODS, InPlaceUpdate, InPlaceUpdates
-from ..analysis.values import ValueResolver
+from ..analysis.objects.averaging import AveragingObjects
+from ..analysis.objects.triggers import UPDATE_EVIDENCE
+from ..analysis.objects.updates import GRAD_METHODS, InPlaceUpdate, InPlaceUpdates
+from ..analysis.syntax.names import ImportTable
+from ..analysis.syntax.values import ValueResolver
+from ..analysis.training.grad_mode import GradMode
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
 

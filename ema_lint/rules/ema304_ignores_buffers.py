@@ -6,15 +6,15 @@ import re
 
 import libcst as cst
 
-from ..analysis.averaging import (
+from ..analysis.objects.averaging import (
     AveragingObject,
     AveragingObjects,
     Use,
 )
-from ..analysis.names import dotted_name
-from ..analysis.norm_layers import NormLayers
-from ..analysis.triggers import UPDATE_EVIDENCE
-from ..analysis.updates import InPlaceUpdate, InPlaceUpdates
+from ..analysis.objects.norm_layers import NormLayers
+from ..analysis.objects.triggers import UPDATE_EVIDENCE
+from ..analysis.objects.updates import InPlaceUpdate, InPlaceUpdates
+from ..analysis.syntax.names import dotted_name
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability
 from ..rule import Rule
 

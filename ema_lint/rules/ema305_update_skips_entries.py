@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ..analysis.filters import FilteredUpdates
-from ..analysis.triggers import UPDATE_EVIDENCE
-from ..analysis.updates import InPlaceUpdates
+from ..analysis.objects.filters import FilteredUpdates
+from ..analysis.objects.triggers import UPDATE_EVIDENCE
+from ..analysis.objects.updates import InPlaceUpdates
 from ..rule import Rule
 
 _WHAT = {

@@ -6,11 +6,11 @@ import re
 
 import libcst as cst
 
-from ..analysis.batches import BatchShape
-from ..analysis.names import ImportTable
-from ..analysis.norm_layers import NormLayers
-from ..analysis.swa import SwaAnalysis, SwaModel, UpdateSite
-from ..analysis.values import ValueResolver
+from ..analysis.objects.norm_layers import NormLayers
+from ..analysis.syntax.names import ImportTable
+from ..analysis.syntax.values import ValueResolver
+from ..analysis.training.batches import BatchShape
+from ..analysis.training.swa import SwaAnalysis, SwaModel, UpdateSite
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
 

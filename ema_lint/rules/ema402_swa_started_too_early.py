@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.averaging import AveragingObjects, Method
-from ..analysis.batches import BatchLoops
-from ..analysis.horizon import format_number
-from ..analysis.loops import TrainingLoops
-from ..analysis.swa import SwaAnalysis, SwaModel, SwaStart, UpdateSite
+from ..analysis.objects.averaging import AveragingObjects, Method
+from ..analysis.objects.horizon import format_number
+from ..analysis.training.batches import BatchLoops
+from ..analysis.training.loops import TrainingLoops
+from ..analysis.training.swa import SwaAnalysis, SwaModel, SwaStart, UpdateSite
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Option, Rule
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.schedulers import LrSchedulers, ScheduleKind, Scheduler
-from ..analysis.swa import SwaAnalysis, SwaModel, UpdateSite
+from ..analysis.objects.schedulers import LrSchedulers, ScheduleKind, Scheduler
+from ..analysis.training.swa import SwaAnalysis, SwaModel, UpdateSite
 from ..diagnostics import FixAvailability
 from ..rule import Rule
 

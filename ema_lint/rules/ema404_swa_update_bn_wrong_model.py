@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.apis import BoundCall
-from ..analysis.origins import Origins
-from ..analysis.swa import SwaAnalysis, SwaModel, UpdateSite
-from ..analysis.values import ValueResolver
+from ..analysis.objects.apis import BoundCall
+from ..analysis.syntax.origins import Origins
+from ..analysis.syntax.values import ValueResolver
+from ..analysis.training.swa import SwaAnalysis, SwaModel, UpdateSite
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
 

@@ -6,8 +6,8 @@ import difflib
 
 import libcst as cst
 
-from ..analysis.api_calls import BoundCalls
-from ..analysis.apis import ApiSpec, BoundCall
+from ..analysis.objects.api_calls import BoundCalls
+from ..analysis.objects.apis import ApiSpec, BoundCall
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability
 from ..rule import Rule
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..analysis.swa import SwaAnalysis
+from ..analysis.training.swa import SwaAnalysis
 from ..diagnostics import FixAvailability
 from ..rule import Rule
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.recalibration import LocalBnUpdates
-from ..analysis.values import ValueResolver, literal_number
+from ..analysis.objects.recalibration import LocalBnUpdates
+from ..analysis.syntax.values import ValueResolver, literal_number
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability
 from ..rule import Rule
 

@@ -8,35 +8,9 @@ finding's position, each fix. Rules never know where their module came from. Pla
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Protocol
+from .base import Source, SourceOutcome
 
-from ..diagnostics import Diagnostic
-from ..engine import FileSettings
-
-
-@dataclass
-class SourceOutcome:
-    """What linting or fixing one file of a source gave."""
-
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-    fixed: bytes | None = None  # the new file content, when a fix changed it
-    applied: int = 0
-    note: str | None = None  # a one-line note (the file was skipped by design)
-
-
-class Source(Protocol):
-    suffixes: tuple[str, ...]
-
-    def lint(
-        self, data: bytes, path: str, settings: FileSettings, *, text_edits: bool = False
-    ) -> SourceOutcome: ...
-
-    def fix(
-        self, data: bytes, path: str, settings: FileSettings, *, text_edits: bool = False
-    ) -> SourceOutcome: ...
-
-    def diff(self, path: str, old: bytes, new: bytes) -> str: ...
+__all__ = ["Source", "SourceOutcome", "for_path", "suffixes"]
 
 
 def _sources() -> tuple[Source, ...]:

@@ -32,7 +32,7 @@ from .. import engine, registry
 from ..diagnostics import Diagnostic, Position, TextEdit
 from ..engine import FileSettings
 from ..notebook_json import _skip, _value_end, source_spans
-from . import SourceOutcome
+from .base import SourceOutcome
 
 # Cell magics whose body is Python: the first line is masked, the body is linted.
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "python", "python3"})

@@ -40,13 +40,13 @@ from typing import Any
 import libcst as cst
 
 from .. import engine, registry
-from ..analysis.apis import API_TABLE, ApiSpec
+from ..analysis.objects.apis import API_TABLE, ApiSpec
 from ..decoding import text_for_matching
 from ..diagnostics import Diagnostic, EditKind, Fix, Position, TextEdit
 from ..engine import FileSettings
 from ..noqa import NoqaFilter, file_is_suppressed
 from ..positions import LineIndex
-from . import SourceOutcome
+from .base import SourceOutcome
 from .yaml_nodes import Span, YamlError, YamlMap, load
 
 TRIGGERS = (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ema_lint.analysis.context import FileContext
+from ema_lint.analysis.syntax.context import FileContext
 
 
 def context(source: str) -> FileContext:

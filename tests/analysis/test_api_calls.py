@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ema_lint.analysis.api_calls import ApiCalls, BoundCalls, MappingCalls
+from ema_lint.analysis.objects.api_calls import ApiCalls, BoundCalls, MappingCalls
 from tests.analysis.helpers import context
 
 

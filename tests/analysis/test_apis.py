@@ -7,7 +7,7 @@ import math
 import libcst as cst
 import pytest
 
-from ema_lint.analysis.apis import (
+from ema_lint.analysis.objects.apis import (
     API_SPECS,
     API_TABLE,
     REQUIRED,

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ema_lint.analysis.averaging import AveragingObjects, Method, Use, is_averaged_name, tokens
+from ema_lint.analysis.objects.averaging import (
+    AveragingObjects,
+    Method,
+    Use,
+    is_averaged_name,
+    tokens,
+)
 from tests.analysis.helpers import calls_named, context
 
 
@@ -196,7 +202,7 @@ def test_name_tokens() -> None:
 
 
 def test_hand_written_updates_of_weights_and_of_other_things() -> None:
-    from ema_lint.analysis.updates import InPlaceUpdates
+    from ema_lint.analysis.objects.updates import InPlaceUpdates
 
     ctx, found = objects(
         """
@@ -281,7 +287,7 @@ trainer_ema.ema.eval()
 
 
 def test_updates_must_be_named_as_averages_unless_an_api_makes_them() -> None:
-    from ema_lint.analysis.updates import InPlaceUpdates
+    from ema_lint.analysis.objects.updates import InPlaceUpdates
 
     ctx, found = objects(
         """
@@ -315,8 +321,8 @@ def helper(a, b):
 
 
 def test_names_an_average_and_the_trigger_group_agree() -> None:
-    from ema_lint.analysis.averaging import names_an_average
-    from ema_lint.analysis.triggers import UPDATE_EVIDENCE
+    from ema_lint.analysis.objects.averaging import names_an_average
+    from ema_lint.analysis.objects.triggers import UPDATE_EVIDENCE
     from ema_lint.prefilter import PreFilter
     from ema_lint.rule import Rule
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ema_lint.analysis.batches import BatchLoops, BatchShape
-from ema_lint.analysis.origins import Origins
+from ema_lint.analysis.syntax.origins import Origins
+from ema_lint.analysis.training.batches import BatchLoops, BatchShape
 from tests.analysis.helpers import context
 
 SPLIT = """

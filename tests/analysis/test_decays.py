@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ema_lint.analysis.averaging import Use
-from ema_lint.analysis.decays import DecaySettings, describe_value
-from ema_lint.analysis.run_length import RunLengths
+from ema_lint.analysis.objects.averaging import Use
+from ema_lint.analysis.objects.run_length import RunLengths
+from ema_lint.analysis.training.decays import DecaySettings, describe_value
 from tests.analysis.helpers import calls_named, context
 
 

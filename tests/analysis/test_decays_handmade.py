@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ema_lint.analysis.apis import Side
-from ema_lint.analysis.averaging import Use
-from ema_lint.analysis.decays import DecaySettings
+from ema_lint.analysis.objects.apis import Side
+from ema_lint.analysis.objects.averaging import Use
+from ema_lint.analysis.training.decays import DecaySettings
 
 HEADER = "import copy\nimport torch\n"
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ema_lint.analysis.averaging import AveragingObjects
-from ema_lint.analysis.devices import Devices
+from ema_lint.analysis.objects.averaging import AveragingObjects
+from ema_lint.analysis.objects.devices import Devices
 from tests.analysis.helpers import context
 
 

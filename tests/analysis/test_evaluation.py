@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ema_lint.analysis.evaluation import EvaluationSites
+from ema_lint.analysis.training.evaluation import EvaluationSites
 from tests.analysis.helpers import context
 
 SOURCE = '''

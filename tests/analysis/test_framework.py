@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ema_lint.analysis.averaging import AveragingObjects
-from ema_lint.analysis.framework import FrameworkHooks
+from ema_lint.analysis.objects.averaging import AveragingObjects
+from ema_lint.analysis.training.framework import FrameworkHooks
 from tests.analysis.helpers import calls_named, context
 
 LIGHTNING = """

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ema_lint.analysis.grad_mode import GradMode
+from ema_lint.analysis.training.grad_mode import GradMode
 from tests.analysis.helpers import calls_named, context
 
 

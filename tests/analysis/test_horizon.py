@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import math
 
-from ema_lint.analysis.horizon import describe_decay, format_count, half_life, horizon
+from ema_lint.analysis.objects.horizon import describe_decay, format_count, half_life, horizon
 
 
 def test_reference_values() -> None:

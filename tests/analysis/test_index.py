@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from ema_lint.analysis.index import ModuleIndex, _walk_descendants
+from ema_lint.analysis.syntax.index import ModuleIndex, _walk_descendants
 from ema_lint.positions import PositionTable
 
 SOURCE = """\

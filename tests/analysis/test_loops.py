@@ -5,8 +5,8 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from ema_lint.analysis.context import FileContext
-from ema_lint.analysis.loops import TrainingLoops
+from ema_lint.analysis.syntax.context import FileContext
+from ema_lint.analysis.training.loops import TrainingLoops
 
 
 def model(source: str) -> tuple[TrainingLoops, FileContext]:
@@ -244,7 +244,7 @@ def test_validation_function_names() -> None:
 
 
 # Placement: before the step, and planning a move -------------------------------------------
-from ema_lint.analysis.loops import Placement, accumulation_steps  # noqa: E402
+from ema_lint.analysis.training.loops import Placement, accumulation_steps  # noqa: E402
 
 
 def test_update_before_step_in_the_loop_and_in_a_step_helper() -> None:
@@ -483,7 +483,7 @@ def test_step_summaries_of_helpers_and_gated_calls() -> None:
 
 
 def test_summaries_of_other_files_functions_can_be_supplied() -> None:
-    from ema_lint.analysis.loops import StepSummary
+    from ema_lint.analysis.training.loops import StepSummary
 
     source = (
         "from .engine import train_one_step\n"

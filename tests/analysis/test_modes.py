@@ -5,8 +5,8 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from ema_lint.analysis.averaging import AveragingObjects
-from ema_lint.analysis.modes import Mode, ModeTracker
+from ema_lint.analysis.objects.averaging import AveragingObjects
+from ema_lint.analysis.training.modes import Mode, ModeTracker
 from tests.analysis.helpers import context
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ema_lint.analysis.context import FileContext
-from ema_lint.analysis.names import ImportTable, dotted_name
+from ema_lint.analysis.syntax.context import FileContext
+from ema_lint.analysis.syntax.names import ImportTable, dotted_name
 
 
 def table(source: str) -> tuple[ImportTable, FileContext]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from ema_lint.analysis.norm_layers import NormLayers
+from ema_lint.analysis.objects.norm_layers import NormLayers
 from tests.analysis.helpers import context
 
 MODELS = """

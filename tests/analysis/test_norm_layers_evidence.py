@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ema_lint.analysis.norm_layers import NormLayers
+from ema_lint.analysis.objects.norm_layers import NormLayers
 from tests.analysis.helpers import context
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from ema_lint.analysis.context import FileContext
-from ema_lint.analysis.loops import TrainingLoops
+from ema_lint.analysis.syntax.context import FileContext
+from ema_lint.analysis.training.loops import TrainingLoops
 
 
 def _steps(source: str) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ema_lint.analysis.origins import Origins
+from ema_lint.analysis.syntax.origins import Origins
 from tests.analysis.helpers import calls_named, context
 
 SPLIT = """

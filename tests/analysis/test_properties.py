@@ -8,9 +8,9 @@ import libcst as cst
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ema_lint.analysis.apis import Ramp, RampKind
-from ema_lint.analysis.context import FileContext
-from ema_lint.analysis.values import ValueResolver
+from ema_lint.analysis.objects.apis import Ramp, RampKind
+from ema_lint.analysis.syntax.context import FileContext
+from ema_lint.analysis.syntax.values import ValueResolver
 from ema_lint.rules.ema103_semantics_swapped import complement_text
 
 decimals = st.decimals(min_value="0.00001", max_value="0.99999", places=5).map(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ema_lint.analysis.schedulers import LrSchedulers, ScheduleKind
+from ema_lint.analysis.objects.schedulers import LrSchedulers, ScheduleKind
 from tests.analysis.helpers import calls_named, context
 
 SOURCE = """

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from ema_lint.analysis.swa import SwaAnalysis
+from ema_lint.analysis.training.swa import SwaAnalysis
 from tests.analysis.helpers import calls_named, context
 
 DOCS = """

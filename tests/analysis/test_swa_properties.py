@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ema_lint.analysis.swa import SwaAnalysis
+from ema_lint.analysis.training.swa import SwaAnalysis
 from tests.analysis.helpers import context
 
 CONDITIONS = {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ema_lint.analysis.swaps import WeightSwaps
+from ema_lint.analysis.training.swaps import WeightSwaps
 from tests.analysis.helpers import context
 
 HEADER = """

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ema_lint.analysis.averaging import AveragingObjects
-from ema_lint.analysis.trainable import TrainableCopies
+from ema_lint.analysis.objects.averaging import AveragingObjects
+from ema_lint.analysis.training.trainable import TrainableCopies
 from tests.analysis.helpers import context
 
 SOURCE = """

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from ema_lint.analysis.updates import InPlaceUpdates
+from ema_lint.analysis.objects.updates import InPlaceUpdates
 from tests.analysis.helpers import context
 
 

@@ -7,8 +7,8 @@ import math
 import libcst as cst
 import pytest
 
-from ema_lint.analysis.context import FileContext
-from ema_lint.analysis.values import ValueResolver
+from ema_lint.analysis.syntax.context import FileContext
+from ema_lint.analysis.syntax.values import ValueResolver
 
 
 def resolve(source: str, expression: str):
@@ -57,7 +57,7 @@ def test_unknown_stays_unknown(source: str, expression: str) -> None:
 
 
 # Resolution paths -------------------------------------------------------------------------
-from ema_lint.analysis.values import Symbol  # noqa: E402
+from ema_lint.analysis.syntax.values import Symbol  # noqa: E402
 from tests.analysis.helpers import context, probe  # noqa: E402
 
 

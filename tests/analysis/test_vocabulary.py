@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ema_lint.analysis.vocabulary import (
+from ema_lint.analysis.syntax.vocabulary import (
     AVERAGED_NAME,
     AVERAGED_NAME_WORDS,
     AVERAGED_WORDS,
@@ -94,6 +94,6 @@ def _names(text: str) -> list[str]:
 
 
 def _compound(name: str) -> bool:
-    from ema_lint.analysis.vocabulary import AVERAGE_COMPOUNDS
+    from ema_lint.analysis.syntax.vocabulary import AVERAGE_COMPOUNDS
 
     return any(c in name for c in AVERAGE_COMPOUNDS)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ema_lint.analysis.wrappers import ModelWrappers
+from ema_lint.analysis.objects.wrappers import ModelWrappers
 from tests.analysis.helpers import context
 
 SOURCE = """

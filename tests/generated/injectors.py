@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
 
-from ema_lint.analysis.apis import Side
+from ema_lint.analysis.objects.apis import Side
 from tests.generated.scripts import _DEVICE_ARGUMENT, Bug, Plan, Teacher, written
 
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
 
-from ema_lint.analysis.apis import Side
+from ema_lint.analysis.objects.apis import Side
 
 
 # The averaging APIs ---------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 A shape the analysis gets wrong is kept here as a strict ``xfail`` (it turns into a failure
 the day the analysis is fixed, and then goes into ``handmade_scripts.py``). The decay of a
-hand-made update was one: EMA101/EMA102 now judge it (``analysis/decays.py``), and the
+hand-made update was one: EMA101/EMA102 now judge it (``analysis/training/decays.py``), and the
 generated scripts inject it (``handmade_injectors.py``); these tests keep the smallest case.
 """
 

@@ -43,7 +43,7 @@ def test_an_optimizer_named_optimizer_is_recognised_under_accumulation() -> None
 
 @pytest.mark.parametrize("name", ["sgd", "adamw", "solver", "bar"])
 def test_an_optimizer_with_another_name_is_recognised_under_accumulation(name: str) -> None:
-    # Fixed: the optimizer is known by where it was made (analysis/optimizers.py), not by
+    # Fixed: the optimizer is known by where it was made (analysis/objects/optimizers.py), not by
     # its name, so the guard is not taken for an update interval of 8 (EMA101 reported a
     # per-step decay of 0.999975).
     assert _codes(ACCUMULATED.format(opt=name)) == []

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import libcst as cst
 
-from ema_lint.analysis.index import ModuleIndex, _children
+from ema_lint.analysis.syntax.index import ModuleIndex, _children
 
 SOURCES = [
     p for p in sorted((Path(__file__).parents[2] / "ema_lint").rglob("*.py")) if p.stat().st_size

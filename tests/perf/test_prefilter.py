@@ -183,7 +183,7 @@ def _grouped(*groups: tuple[tuple[bytes, ...], ...]) -> type[Rule]:
 
 def test_an_api_is_found_through_its_package() -> None:
     """An API's name admits a file only with its package (its import spells it)."""
-    from ema_lint.analysis.triggers import OBJECT_EVIDENCE
+    from ema_lint.analysis.objects.triggers import OBJECT_EVIDENCE
 
     f = PreFilter([_grouped(*OBJECT_EVIDENCE.groups)])
     assert f.matches(b"from ema_pytorch import EMA\nema = EMA(model)\n")
@@ -197,7 +197,7 @@ def test_an_api_is_found_through_its_package() -> None:
 
 
 def test_a_deepcopy_counts_only_with_an_averaged_name() -> None:
-    from ema_lint.analysis.triggers import OBJECT_EVIDENCE
+    from ema_lint.analysis.objects.triggers import OBJECT_EVIDENCE
 
     f = PreFilter([_grouped(*OBJECT_EVIDENCE.groups)])
     assert f.matches(b"import copy\nmodel_ema = copy.deepcopy(model)\n")

@@ -15,7 +15,7 @@ import keyword
 import libcst as cst
 from hypothesis import strategies as st
 
-from ema_lint.analysis.apis import API_TABLE
+from ema_lint.analysis.objects.apis import API_TABLE
 
 VALUES = (
     "0.9",

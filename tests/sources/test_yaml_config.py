@@ -8,7 +8,7 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from ema_lint.analysis.api_calls import ApiCalls
+from ema_lint.analysis.objects.api_calls import ApiCalls
 from ema_lint.config import Settings
 from ema_lint.diagnostics import Applicability, Edit, Fix
 from ema_lint.engine import FileSettings

@@ -29,11 +29,21 @@ from dataclasses import dataclass, replace
 
 import libcst as cst
 
-from ... import limits
-from ..apis import API_TABLE, REQUIRED, ApiSpec, Ramp, RampKind, Role, Side, Weight
-from ..context import FileContext
-from ..names import ImportTable, dotted_name
-from ..values import ValueResolver
+from ema_lint import limits
+from ema_lint.analysis.objects.apis import (
+    API_TABLE,
+    REQUIRED,
+    ApiSpec,
+    Ramp,
+    RampKind,
+    Role,
+    Side,
+    Weight,
+)
+from ema_lint.analysis.syntax.context import FileContext
+from ema_lint.analysis.syntax.names import ImportTable, dotted_name
+from ema_lint.analysis.syntax.values import ValueResolver
+
 from . import resolution
 from .resolution import ModuleFile
 from .summaries import (

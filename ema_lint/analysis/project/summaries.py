@@ -31,15 +31,21 @@ from typing import Any
 
 import libcst as cst
 
-from ..apis import API_TABLE, REQUIRED, Role
-from ..averaging import AveragingObjects
-from ..context import FileContext
-from ..evaluation import EvaluationSites
-from ..modes import ModeTracker
-from ..names import ImportTable, dotted_name
-from ..updates import WEIGHT_METHODS, InPlaceUpdate, InPlaceUpdates, container_of, strip_tensor
-from ..values import ValueResolver
-from ..vocabulary import is_averaged_name, names_an_average, tokens
+from ema_lint.analysis.objects.apis import API_TABLE, REQUIRED, Role
+from ema_lint.analysis.objects.averaging import AveragingObjects
+from ema_lint.analysis.objects.updates import (
+    WEIGHT_METHODS,
+    InPlaceUpdate,
+    InPlaceUpdates,
+    container_of,
+    strip_tensor,
+)
+from ema_lint.analysis.syntax.context import FileContext
+from ema_lint.analysis.syntax.names import ImportTable, dotted_name
+from ema_lint.analysis.syntax.values import ValueResolver
+from ema_lint.analysis.syntax.vocabulary import is_averaged_name, names_an_average, tokens
+from ema_lint.analysis.training.evaluation import EvaluationSites
+from ema_lint.analysis.training.modes import ModeTracker
 
 FORMAT = 1
 

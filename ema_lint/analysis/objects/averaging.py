@@ -1,0 +1,1153 @@
+"""What each averaging object of a module is, and what it is used for.
+
+An *averaging object* is an averaged copy of weights: one bound from a known API call
+(``ModelEmaV2(model)``, ``AveragedModel(model, multi_avg_fn=...)``, an mmengine config
+``dict(type='EMAHook', ...)``, a Keras optimizer with ``use_ema=True``), the shadow of a
+functional update (``optax.incremental_update(params, target, tau)``), or a hand-made shadow:
+``copy.deepcopy(model)`` whose name says it is averaged (``ema*``, ``*_ema``, ``shadow``,
+``avg*``, ``swa*``, ``teacher``, ``momentum_encoder``, ``target_net``, ...) or that is the
+target of an in-place average update (``InPlaceUpdates``).
+
+Objects are tracked through assignments, ``self.`` attributes across the methods of one
+class, function arguments and return values within the module, and the wrappers' inner
+model (``ema.module``, ``ema.ema``, ``ema.ema_model``). Each is classified by use:
+
+- ``Use.EVAL``: averaged weights for evaluation or export (the default for EMA APIs);
+- ``Use.TEACHER``: a self-distillation or consistency target (DINO, MoCo, BYOL, mean
+  teacher): named so, or its output feeds a loss in a function that backpropagates;
+- ``Use.TARGET``: an RL target network (``tau``/``polyak``, ``target_q``...);
+- ``Use.NOT_WEIGHTS``: averages something else (``optax.ema`` gradients, TF loss averages);
+- ``Use.UNKNOWN``: a functional update whose purpose the code does not show.
+
+Public API (for the loop, SWA and hand-written-update rules)::
+
+    objects = ctx.get(AveragingObjects)
+    objects.objects                      # every AveragingObject, in document order
+    objects.for_expression(node)         # the object an expression refers to, or None
+    objects.for_call(call)               # the object a creating/weight call belongs to
+    objects.of_update(update)            # the object a hand-written update averages into
+    objects.averages_weights(update)     # whether a hand-written update averages weights
+    objects.shadow_name(update)          # the average it writes, for messages
+    objects.parameters_frozen(obj)       # a hand-made copy's parameters no longer need grad
+    objects.loss_inputs(obj)             # its calls whose output feeds a backpropagated loss
+    obj.kind / obj.use / obj.spec / obj.bound / obj.weight_call / obj.names
+    obj.source / obj.updates / obj.inplace / obj.weight_reassigned / obj.reasons
+    obj.module_copy                      # a deepcopy of a module (it has the model's buffers)
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from ema_lint.analysis.objects.api_calls import BoundCalls
+from ema_lint.analysis.objects.apis import API_TABLE, ApiSpec, BoundCall, Role
+from ema_lint.analysis.objects.updates import (
+    WEIGHT_METHODS,
+    InPlaceUpdate,
+    InPlaceUpdates,
+    container_of,
+    strip_tensor,
+    uncast,
+)
+from ema_lint.analysis.syntax.context import FileContext
+from ema_lint.analysis.syntax.names import ImportTable, dotted_name
+from ema_lint.analysis.syntax.values import ValueResolver
+from ema_lint.analysis.syntax.vocabulary import (
+    COPY_AVERAGE_WORDS,
+    TARGET_PAIRS,
+    TEACHER_PAIRS,
+    TEACHER_TOKENS,
+    has_pair,
+    is_averaged_name,
+    names_an_average,
+    tokens,
+)
+
+
+class Use(str, enum.Enum):
+    EVAL = "eval-ema"
+    TEACHER = "teacher"
+    TARGET = "target-network"
+    NOT_WEIGHTS = "not-weights"
+    UNKNOWN = "unknown"
+
+
+class Method(str, enum.Enum):
+    EMA = "ema"  # exponential moving average
+    SWA = "swa"  # equal-weight running mean
+    UNKNOWN = "unknown"  # a custom averaging function
+
+
+# Roles whose call creates an object holding averaged weights (or averaging state).
+_CREATING = {
+    Role.EMA_MODEL,
+    Role.SWA_MODEL,
+    Role.EMA_CALLBACK,
+    Role.SWA_CALLBACK,
+    Role.EMA_HOOK,
+    Role.OPTIMIZER,
+    Role.GRADIENT_EMA,
+}
+# Attributes of a wrapper that are the averaged model itself.
+_INNER = {"module", "ema", "ema_model", "averaged_model", "_average_model", "model", "shadow"}
+_INPLACE_METHODS = {"mul_", "add_", "lerp_", "copy_", "sub_"}
+_WEIGHT_ATTRIBUTES = {"decay", "beta", "momentum", "ema_momentum", "rate", "tau", "alpha"}
+
+_NOT_WEIGHT_TOKENS = {"loss", "losses", "metric", "metrics", "acc", "accuracy", "grad", "reward"}
+_LOSS_CALL = re.compile(
+    r"(loss|criterion|distill|consistency|kl_div|mse|cross_entropy|cosine_similarity|byol|dino)",
+    re.IGNORECASE,
+)
+
+
+_PARAMETER_USES = {"update", "update_parameters", "step", "apply_shadow", "copy_to", "store"}
+
+
+def _model_like(node: cst.BaseExpression) -> bool:
+    """A model or its parameters as an argument (``model``, ``self.model``, ``m.parameters()``)."""
+    if isinstance(node, cst.Call):
+        func = node.func
+        return isinstance(func, cst.Attribute) and func.attr.value in (
+            "parameters",
+            "named_parameters",
+            "state_dict",
+        )
+    code = dotted_name(node)
+    if code is None:
+        return False
+    words = tokens(code)
+    if any(w in _NOT_WEIGHT_TOKENS for w in words):
+        return False
+    return any(w in ("model", "net", "module", "network", "student", "encoder") for w in words)
+
+
+def _is_false(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "False"
+
+
+def use_from_name(name: str) -> Use | None:
+    """What a name says about the use of averaged weights, if anything."""
+    words = tokens(name)
+    if any(w in TEACHER_TOKENS for w in words) or any(has_pair(words, p) for p in TEACHER_PAIRS):
+        return Use.TEACHER
+    if any(has_pair(words, p) for p in TARGET_PAIRS):
+        return Use.TARGET
+    return None
+
+
+@dataclass(eq=False)
+class AveragingObject:
+    """One averaged copy of weights (or averaging state) and what it is used for."""
+
+    kind: Method
+    use: Use
+    # The creating node: an API call or config mapping, a ``deepcopy`` call, or (for
+    # functional updates and hand-made shadows found by their update) the update itself.
+    creation: cst.CSTNode
+    bound: BoundCall | None = None
+    # The spec that defines the averaging (a hook's target class when it forwards).
+    spec: ApiSpec | None = None
+    # The bound call that carries the averaging weight (AveragedModel: its EMA function).
+    weight_call: BoundCall | None = None
+    # Expressions the object is bound to (``ema``, ``self.model_ema``), and their code.
+    bindings: list[cst.BaseExpression] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    # The online model (or parameters) it averages, as passed.
+    source: cst.BaseExpression | None = None
+    # Calls that update it (``ema.update(model)``, ``ema.step(params)``, a functional
+    # update) and hand-written in-place updates of its tensors.
+    updates: list[cst.CSTNode] = field(default_factory=list)
+    inplace: list[InPlaceUpdate] = field(default_factory=list)
+    # The averaging weight is assigned after construction (``ema.decay = schedule[i]``):
+    # the constructor value is only a starting point.
+    weight_reassigned: bool = False
+    # Why the object was classified as it is (for messages and debugging).
+    reasons: list[str] = field(default_factory=list)
+    # A hand-made ``deepcopy`` of a module: it carries the model's buffers (BatchNorm
+    # statistics) and its parameters keep ``requires_grad`` unless frozen.
+    module_copy: bool = False
+
+    @property
+    def hand_made(self) -> bool:
+        return self.bound is None
+
+    @property
+    def virtual(self) -> bool:
+        return self.bound is not None and self.bound.virtual
+
+    @property
+    def name(self) -> str:
+        """The name people know the object by (first binding), or the API's short name."""
+        if self.names:
+            return self.names[0]
+        if self.spec is not None:
+            return self.spec.short_name
+        return "the averaged copy"
+
+
+class AveragingObjects:
+    """The averaging objects of a module, and which expressions refer to them."""
+
+    MAX_DEPTH = 12
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.index = ctx.index
+        self.resolver = ctx.get(ValueResolver)
+        self.imports = ctx.get(ImportTable)
+        self.objects: list[AveragingObject] = []
+        self._by_creation: dict[int, AveragingObject] = {}
+        self._memo: dict[int, AveragingObject | None] = {}
+        self._deepcopies: dict[int, cst.Call] = {}
+        self._bound = ctx.get(BoundCalls)
+        self._has_inplace: bool | None = None
+        self._called: dict[int, list[cst.Call]] | None = None
+
+        self._collect_api_objects()
+        self._collect_shadows()
+        self._collect_parameters()
+        if not self.objects:
+            return
+        self._link_bindings()
+        self._link_updates()
+        for obj in self.objects:
+            self._classify(obj)
+        self.objects.sort(key=lambda o: self.index.order[id(o.creation)])
+
+    @classmethod
+    def build(cls, ctx: FileContext) -> AveragingObjects:
+        return cls(ctx)
+
+    # Public -----------------------------------------------------------------------------------
+    def for_expression(self, node: cst.BaseExpression) -> AveragingObject | None:
+        """The object ``node`` refers to (through names, ``self.`` attributes, arguments,
+        return values and the wrapper's inner model), or None."""
+        return self._refer(node, 0)
+
+    def for_call(self, node: cst.CSTNode) -> AveragingObject | None:
+        """The object a creating call (or mapping), or the call carrying its weight, makes."""
+        found = self._by_creation.get(id(node))
+        if found is not None:
+            return found
+        for obj in self.objects:
+            if obj.weight_call is not None and obj.weight_call.call is node:
+                return obj
+        return None
+
+    def names_only(self, obj: AveragingObject) -> bool:
+        """An API object that averages nothing: bound to local names only, never updated,
+        and used only through methods that neither update nor apply it (TF's
+        ``ExponentialMovingAverage(decay=0.0)`` kept for ``ema.average_name(var)``, to map
+        checkpoint names). Its weight is moot. False as soon as it escapes (passed on,
+        returned, stored on an object), since it may be updated where it goes."""
+        spec = obj.spec
+        if obj.bound is None or spec is None or obj.updates or not spec.update_methods:
+            return False
+        if not obj.bindings or not all(isinstance(b, cst.Name) for b in obj.bindings):
+            return False
+        names = {b.value for b in obj.bindings if isinstance(b, cst.Name)}
+        used = {*spec.update_methods, *spec.apply_methods, *spec.store_methods}
+        scope = self.index.enclosing(obj.creation, cst.FunctionDef)
+        seen = False
+        for node in self.index.descendants(scope or self.ctx.module, cst.Name):
+            assert isinstance(node, cst.Name)
+            if node.value not in names or any(node is b for b in obj.bindings):
+                continue
+            parent = self.index.parent(node)
+            if isinstance(parent, cst.AssignTarget):
+                continue
+            call = self.index.parent(parent) if isinstance(parent, cst.Attribute) else None
+            if not (
+                isinstance(parent, cst.Attribute)
+                and parent.value is node
+                and isinstance(call, cst.Call)
+                and call.func is parent
+                and parent.attr.value not in used
+            ):
+                return False
+            seen = True
+        return seen
+
+    def of_kind(self, *uses: Use) -> list[AveragingObject]:
+        return [o for o in self.objects if o.use in uses]
+
+    def of_update(self, update: InPlaceUpdate) -> AveragingObject | None:
+        """The object a hand-written update averages into, if it is one."""
+        for obj in self.objects:
+            if any(u is update for u in obj.inplace):
+                return obj
+        return None
+
+    def shadow_name(self, update: InPlaceUpdate) -> str:
+        """What people call the average a hand-written update writes (for messages)."""
+        obj = self.of_update(update)
+        if obj is not None and obj.names:
+            return obj.names[0]
+        node = update.shadow_container if update.shadow_container is not None else update.shadow
+        return self._code(node)
+
+    def averages_weights(self, update: InPlaceUpdate) -> bool:
+        """Whether a hand-written update averages model weights into a shadow.
+
+        It does when it updates an averaging object that holds weights, or when its source is
+        read from a model's weights (``parameters()``, ``state_dict()``...) into a separate
+        container. It does not when the source is a gradient or a computed value (Adam's
+        ``exp_avg``, Fisher information), when the shadow is a loss or metric average, or
+        when the *live* model is pulled toward the average (the source is the averaged
+        copy).
+        """
+        if update.source is None:
+            return False
+        source = uncast(strip_tensor(update.source))  # ``v.half()`` is still ``v``'s weights
+        listed = update.form == "foreach" and update.source_method in WEIGHT_METHODS
+        if not isinstance(source, (cst.Name, cst.Attribute, cst.Subscript)) and not listed:
+            return False  # a computed value: ``p ** 2``, ``grad * lr``
+        if isinstance(source, cst.Attribute) and source.attr.value in ("grad", "main_grad"):
+            return False
+        obj = self.of_update(update)
+        if obj is not None and obj.use is Use.NOT_WEIGHTS:
+            return False
+        if (obj is None or obj.bound is None) and not self._named_average(update, obj):
+            return False
+        if update.source_container is not None:
+            pulled = self._refer(update.source_container, 0)
+            if pulled is not None and pulled is not obj:
+                return False
+            if (
+                obj is None
+                and is_averaged_name(self._code(update.source_container))
+                and (
+                    update.shadow_container is None
+                    or not is_averaged_name(self._code(update.shadow_container))
+                )
+            ):
+                return False  # ``model`` updated from ``ema``: the average copied back
+        if obj is not None:
+            if obj.bound is not None or obj.module_copy:
+                return True
+            # A dict or list of tensors: averaged weights if either side is read from them.
+            return update.source_method in WEIGHT_METHODS or update.shadow_method in WEIGHT_METHODS
+        shadow = update.shadow_container
+        if shadow is None or update.source_method not in WEIGHT_METHODS:
+            return False
+        if update.source_container is not None and self._code(shadow) == self._code(
+            update.source_container
+        ):
+            return False
+        return not any(w in _NOT_WEIGHT_TOKENS for w in tokens(self._code(shadow)))
+
+    def _named_average(self, update: InPlaceUpdate, obj: AveragingObject | None) -> bool:
+        """The update's shadow, its container, or the function or class holding it is named
+        as an average."""
+        names = list(obj.names) if obj is not None else []
+        if update.shadow_container is not None:
+            names.append(self._code(update.shadow_container))
+        names.append(self._code(strip_tensor(update.shadow)))
+        for scope in self.index.ancestors(update.node):
+            if isinstance(scope, (cst.FunctionDef, cst.ClassDef)):
+                names.append(scope.name.value)
+        if obj is not None and obj.module_copy:
+            return any(
+                names_an_average(name, COPY_AVERAGE_WORDS) or is_averaged_name(name)
+                for name in names
+            )
+        return any(names_an_average(name) for name in names)
+
+    def parameters_frozen(self, obj: AveragingObject) -> bool | None:
+        """Whether a hand-made copy's parameters were set not to require grad
+        (``deepcopy(model).requires_grad_(False)``, ``ema.requires_grad_(False)``, or
+        ``p.requires_grad = False`` over its parameters); None when not a hand-made copy."""
+        if not obj.module_copy:
+            return None
+        if self._copied_while_frozen(obj):
+            return True
+        for call in self.ctx.nodes(cst.Call):
+            func = call.func
+            if not isinstance(func, cst.Attribute) or func.attr.value != "requires_grad_":
+                continue
+            if not call.args or not _is_false(call.args[0].value):
+                continue
+            if self.index.contains(obj.creation, call) or self._refer(func.value, 0) is obj:
+                return True
+            if isinstance(func.value, cst.Name) and self._over_parameters_of(call, obj):
+                return True  # for p in ema.parameters(): p.requires_grad_(False)
+        for node in self.ctx.nodes(cst.Assign):
+            target = node.targets[0].target if len(node.targets) == 1 else None
+            if (
+                isinstance(target, cst.Attribute)
+                and target.attr.value == "requires_grad"
+                and isinstance(target.value, cst.Name)
+                and _is_false(node.value)
+                and self._over_parameters_of(node, obj)
+            ):
+                return True
+        return False
+
+    def built_frozen(self, model: cst.BaseExpression) -> cst.BaseExpression | None:
+        """The value a model name is built from when that build freezes its parameters
+        (``G = build(...).train().requires_grad_(False).to(device)``), else None. Such a
+        model needs grad only where the code switches it on (around its backward)."""
+        if not isinstance(model, cst.Name):
+            return None
+        value = self.ctx.get(ValueResolver).assigned_value(model)
+        node = value
+        while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            if node.func.attr.value == "requires_grad_":
+                return value if node.args and _is_false(node.args[0].value) else None
+            node = node.func.value
+        return None
+
+    def _copied_while_frozen(self, obj: AveragingObject) -> bool:
+        """The copy was made of a model built frozen (``G = build().requires_grad_(False)``;
+        ``ema = deepcopy(G)``) and not unfrozen before the copy: ``deepcopy`` keeps each
+        parameter's ``requires_grad``, so later toggles of the model (around its backward)
+        leave the copy frozen."""
+        value = self.built_frozen(obj.source) if obj.source is not None else None
+        if value is None:
+            return False
+        for call in self.ctx.nodes(cst.Call):
+            func = call.func
+            if (
+                isinstance(func, cst.Attribute)
+                and func.attr.value == "requires_grad_"
+                and self.index.is_before(value, call)
+                and self.index.is_before(call, obj.creation)
+                and not (call.args and _is_false(call.args[0].value))
+            ):
+                return False  # some model is unfrozen between the build and the copy
+        return True
+
+    def _over_parameters_of(self, node: cst.CSTNode, obj: AveragingObject) -> bool:
+        loop = self.index.enclosing(node, cst.For)
+        if not isinstance(loop, cst.For):
+            return False
+        iterable = loop.iter
+        return (
+            isinstance(iterable, cst.Call)
+            and isinstance(iterable.func, cst.Attribute)
+            and iterable.func.attr.value in ("parameters", "named_parameters")
+            and self._refer(iterable.func.value, 0) is obj
+        )
+
+    # Creation ---------------------------------------------------------------------------------
+    def _add(self, obj: AveragingObject, *nodes: cst.CSTNode) -> AveragingObject:
+        self.objects.append(obj)
+        for node in (obj.creation, *nodes):
+            self._by_creation[id(node)] = obj
+        return obj
+
+    def _collect_api_objects(self) -> None:
+        avg_fns: dict[int, BoundCall] = {}
+        for bound in self._bound.calls:
+            role = bound.spec.role
+            if role is Role.EMA_AVG_FN:
+                avg_fns[id(bound.call)] = bound
+        consumed: set[int] = set()
+        for bound in self._bound.calls:
+            spec = bound.spec
+            role = spec.role
+            if role in _CREATING:
+                if role is Role.OPTIMIZER and not self._ema_enabled(bound):
+                    continue
+                averaging = bound.averaging
+                kind = self._kind_of(bound, avg_fns, consumed)
+                weight_call = bound if averaging.weight is not None else None
+                if spec.role in (Role.SWA_MODEL, Role.SWA_CALLBACK):
+                    weight_call = self._avg_fn_of(bound, avg_fns)
+                source_param = averaging.source_param
+                source = bound.value(source_param) if source_param else None
+                self._add(
+                    AveragingObject(
+                        kind,
+                        Use.EVAL,
+                        bound.call,
+                        bound=bound,
+                        spec=averaging,
+                        weight_call=weight_call,
+                        source=source,
+                    )
+                )
+            elif role is Role.EMA_FUNCTION:
+                self._functional(bound)
+        for key, bound in avg_fns.items():
+            if key not in consumed:
+                self._add(
+                    AveragingObject(
+                        Method.EMA,
+                        Use.EVAL,
+                        bound.call,
+                        bound=bound,
+                        spec=bound.spec,
+                        weight_call=bound,
+                    )
+                )
+
+    def _ema_enabled(self, bound: BoundCall) -> bool:
+        weight = bound.spec.weight
+        if weight is None or weight.enabled_when is None:
+            return True
+        param, wanted = weight.enabled_when
+        expr = bound.value(param)
+        if expr is None:
+            return False
+        value = self.resolver.resolve(expr)
+        return value is not None and value.value == wanted
+
+    def _avg_fn_of(self, bound: BoundCall, avg_fns: dict[int, BoundCall]) -> BoundCall | None:
+        for param in ("multi_avg_fn", "avg_fn"):
+            expr = bound.value(param)
+            if expr is None:
+                continue
+            target = self._follow(expr)
+            if target is not None and id(target) in avg_fns:
+                return avg_fns[id(target)]
+        return None
+
+    def _kind_of(
+        self, bound: BoundCall, avg_fns: dict[int, BoundCall], consumed: set[int]
+    ) -> Method:
+        spec = bound.averaging
+        if spec.role in (Role.SWA_MODEL, Role.SWA_CALLBACK):
+            if spec.qualname.endswith("StochasticWeightAverage") or spec.short_name == (
+                "StochasticWeightAveraging"
+            ):
+                return Method.SWA
+            found: Method | None = None
+            for param in ("multi_avg_fn", "avg_fn"):
+                expr = bound.value(param)
+                if expr is None:
+                    continue
+                target = self._follow(expr)
+                if target is not None and id(target) in avg_fns:
+                    consumed.add(id(target))
+                    return Method.EMA
+                inner = self._bound.bound(target) if target is not None else None
+                if inner is not None and inner.spec.role is Role.SWA_AVG_FN:
+                    return Method.SWA
+                name = dotted_name(expr) or ""
+                found = Method.EMA if "ema" in tokens(name) else Method.UNKNOWN
+            if found is not None:
+                return found
+            return Method.SWA if not bound.has_star else Method.UNKNOWN
+        return Method.EMA
+
+    def _follow(self, expr: cst.BaseExpression, depth: int = 0) -> cst.BaseExpression | None:
+        """A name to the single expression assigned to it (for averaging functions)."""
+        if depth > self.MAX_DEPTH:
+            return None
+        if isinstance(expr, cst.Name):
+            bindings = self.resolver.bindings_of(expr)
+            if bindings and len(bindings) == 1 and bindings[0].kind == "assign":
+                value = bindings[0].value
+                return self._follow(value, depth + 1) if value is not None else None
+            if bindings and len(bindings) == 1 and bindings[0].kind == "param":
+                binding = bindings[0]
+                function = binding.function
+                if isinstance(function, cst.FunctionDef) and binding.param is not None:
+                    for call in self.resolver.callers(function):
+                        arg = self.resolver.argument_for(function, binding.param, call)
+                        if arg is not None:
+                            return self._follow(arg, depth + 1)
+                    if binding.param.default is not None:
+                        return self._follow(binding.param.default, depth + 1)
+            return None
+        return expr
+
+    def _functional(self, bound: BoundCall) -> None:
+        """``optax.incremental_update(new, old, tau)``: the shadow is ``old``."""
+        spec = bound.spec
+        shadow = bound.value(spec.shadow) if spec.shadow else None
+        existing = self._refer(shadow, 0) if shadow is not None else None
+        if existing is not None:
+            existing.updates.append(bound.call)
+            if existing.weight_call is None:
+                existing.weight_call = bound
+            self._by_creation.setdefault(id(bound.call), existing)
+            return
+        source_param = spec.source_param
+        obj = AveragingObject(
+            Method.EMA,
+            Use.EVAL,
+            bound.call,
+            bound=bound,
+            spec=spec,
+            weight_call=bound,
+            source=bound.value(source_param) if source_param else None,
+            updates=[bound.call],
+        )
+        if shadow is not None:
+            obj.bindings.append(shadow)
+            obj.names.append(self._code(shadow))
+        self._add(obj)
+
+    def _collect_shadows(self) -> None:
+        """``deepcopy(model)`` copies that are averaged (by name or by in-place updates)."""
+        deepcopies = [c for c in self.ctx.nodes(cst.Call) if self._is_deepcopy(c)]
+        updates = self.ctx.get(InPlaceUpdates).updates if self._may_update() else []
+        containers: list[tuple[InPlaceUpdate, cst.BaseExpression]] = [
+            (u, u.shadow_container) for u in updates if u.shadow_container is not None
+        ]
+        for call in deepcopies:
+            outer = self._chain_top(call)
+            targets = list(self._assignment_targets(outer))
+            names = [self._code(t) for t in targets]
+            averaged = any(is_averaged_name(n) for n in names)
+            obj = AveragingObject(
+                Method.SWA if any("swa" in tokens(n) for n in names) else Method.EMA,
+                Use.EVAL,
+                outer,
+                source=call.args[0].value if call.args else None,
+            )
+            if not averaged:
+                # Kept only if an in-place update named as an average targets it (an unnamed
+                # one may be model merging): the pre-filter relies on such a name too.
+                self._memo.clear()
+                self._by_creation[id(outer)] = obj
+                obj.module_copy = True
+                hit = any(
+                    self._refer(c, 0) is obj and self._named_average(u, obj) for u, c in containers
+                )
+                obj.module_copy = False
+                del self._by_creation[id(outer)]
+                self._memo.clear()
+                if not hit:
+                    continue
+                obj.reasons.append("target of an in-place average update")
+            else:
+                obj.reasons.append("named as an averaged copy")
+            obj.module_copy = True
+            self._add(obj, call)
+            node: cst.CSTNode = call
+            while node is not outer:
+                parent = self.index.parent(node)
+                if parent is None:
+                    break
+                node = parent
+                self._by_creation[id(node)] = obj
+        self._memo.clear()
+        # In-place updates of shadows that are not deepcopies (dicts of tensors, lists).
+        for update, container in containers:
+            if self._refer(container, 0) is None and is_averaged_name(self._code(container)):
+                obj = AveragingObject(Method.EMA, Use.EVAL, update.node)
+                obj.bindings.append(container)
+                obj.names.append(self._code(container))
+                obj.reasons.append("target of an in-place average update")
+                extra: list[cst.CSTNode] = []
+                if isinstance(container, cst.Name):
+                    bindings = self.resolver.bindings_of(container) or []
+                    if len(bindings) == 1 and bindings[0].value is not None:
+                        extra.append(bindings[0].value)  # the dict/list the shadow starts as
+                self._add(obj, *extra)
+                self._memo.clear()
+
+    def _may_update(self) -> bool:
+        """Whether the module may hold in-place averaging updates (a cheap look first)."""
+        if self._has_inplace is None:
+            self._has_inplace = bool(self.ctx.nodes(cst.Assign)) or any(
+                isinstance(c.func, cst.Attribute)
+                and (c.func.attr.value in _INPLACE_METHODS or c.func.attr.value[:8] == "_foreach")
+                for c in self.ctx.nodes(cst.Call)
+            )
+        return self._has_inplace
+
+    def _is_deepcopy(self, call: cst.Call) -> bool:
+        if not call.args:
+            return False
+        func = call.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+        if name != "deepcopy" and name not in self._deepcopy_aliases():
+            return False
+        names = self.imports.qualified_names(call.func)
+        return "copy.deepcopy" in names
+
+    def _deepcopy_aliases(self) -> set[str]:
+        """Local names ``deepcopy`` is imported under (``from copy import deepcopy as dc``)."""
+        return {
+            local for local, targets in self.imports.aliases.items() if "copy.deepcopy" in targets
+        }
+
+    def _chain_top(self, call: cst.Call) -> cst.BaseExpression:
+        """``deepcopy(m).eval().requires_grad_(False)``: the outermost call of the chain."""
+        node: cst.BaseExpression = call
+        while True:
+            parent = self.index.parent(node)
+            if isinstance(parent, cst.Attribute) and parent.value is node:
+                grand = self.index.parent(parent)
+                if isinstance(grand, cst.Call) and grand.func is parent:
+                    node = grand
+                    continue
+            return node
+
+    def _assignment_targets(self, value: cst.CSTNode) -> Iterator[cst.BaseExpression]:
+        node = value
+        parent = self.index.parent(node)
+        while isinstance(parent, (cst.IfExp, cst.BooleanOperation)):
+            node, parent = parent, self.index.parent(parent)
+        if isinstance(parent, cst.Assign) and parent.value is node:
+            for target in parent.targets:
+                if isinstance(target.target, (cst.Name, cst.Attribute)):
+                    yield target.target
+        elif isinstance(parent, cst.AnnAssign) and parent.value is node:
+            if isinstance(parent.target, (cst.Name, cst.Attribute)):
+                yield parent.target
+        elif isinstance(parent, cst.Return):
+            function = self.index.enclosing(parent, cst.FunctionDef)
+            if isinstance(function, cst.FunctionDef):
+                for call in self.resolver.callers(function):
+                    yield from self._assignment_targets(call)
+
+    # References --------------------------------------------------------------------------------
+    def _refer(self, node: cst.BaseExpression | None, depth: int) -> AveragingObject | None:
+        if node is None or depth > self.MAX_DEPTH:
+            return None
+        key = id(node)
+        if key in self._memo:
+            return self._memo[key]
+        self._memo[key] = None  # cycle guard
+        found = self._refer_uncached(node, depth)
+        self._memo[key] = found
+        return found
+
+    def _refer_uncached(self, node: cst.BaseExpression, depth: int) -> AveragingObject | None:
+        direct = self._by_creation.get(id(node))
+        if direct is not None:
+            return direct
+        if isinstance(node, cst.Name):
+            bindings = self.resolver.bindings_of(node)
+            if not bindings:
+                return None
+            found: list[AveragingObject] = []
+            for binding in bindings:
+                obj: AveragingObject | None = None
+                if binding.kind == "assign" and binding.value is not None:
+                    obj = self._refer(binding.value, depth + 1)
+                elif binding.kind == "param" and binding.param is not None:
+                    obj = self._param(binding, depth)
+                if obj is not None and obj not in found:
+                    found.append(obj)
+            return found[0] if len(found) == 1 else None
+        if isinstance(node, cst.Attribute):
+            base = self._refer(node.value, depth + 1)
+            if base is not None:
+                return base if node.attr.value in _INNER else None
+            if isinstance(node.value, (cst.Name, cst.Attribute)):
+                # ``self.ema`` in a method, or ``trainer.ema`` on an instance of the class.
+                if isinstance(node.value, cst.Name) and node.value.value == "self":
+                    cls = self.resolver.class_of_self(node)
+                else:
+                    cls = self.resolver.instance_class(node.value)
+                if cls is None:
+                    return None
+                values = self.resolver.self_assignments(cls).get(node.attr.value, [])
+                objs: list[AveragingObject] = []
+                for value in values:
+                    obj = self._refer(value, depth + 1) if value is not None else None
+                    if obj is not None and obj not in objs:
+                        objs.append(obj)
+                return objs[0] if len(objs) == 1 else None
+            return None
+        if isinstance(node, cst.Call):
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value in (
+                "to",
+                "cuda",
+                "cpu",
+                "eval",
+                "train",
+                "requires_grad_",
+                "half",
+                "float",
+                "bfloat16",
+            ):
+                return self._refer(func.value, depth + 1)
+            if isinstance(func, cst.Name):
+                for function in self._local_functions(func.value):
+                    for ret in self.index.descendants(function, cst.Return):
+                        if (
+                            isinstance(ret, cst.Return)
+                            and ret.value is not None
+                            and self.index.enclosing(ret, cst.FunctionDef) is function
+                        ):
+                            obj = self._refer(ret.value, depth + 1)
+                            if obj is not None:
+                                return obj
+            return None
+        if isinstance(node, cst.IfExp):
+            return self._refer(node.body, depth + 1) or self._refer(node.orelse, depth + 1)
+        return None
+
+    def _param(self, binding, depth: int) -> AveragingObject | None:
+        function = binding.function
+        if not isinstance(function, cst.FunctionDef):
+            return None
+        for call in self.resolver.callers(function):
+            arg = self.resolver.argument_for(function, binding.param, call)
+            obj = self._refer(arg, depth + 1) if arg is not None else None
+            if obj is not None:
+                return obj
+        return self._by_creation.get(id(binding.param))
+
+    # Parameters known to be averaging objects ------------------------------------------------
+    def _collect_parameters(self) -> None:
+        """Parameters that hold an averaging object, on positive evidence only: an annotation
+        naming an averaging API or project class (``model_ema: Optional[ModelEmaV2]``), a
+        call from another module of the project passing one, or an averaged name used the way
+        only an averaging object is (``model_ema.update(model)``). Parameters an in-module
+        caller passes an object for are found through the caller instead."""
+        project = self.ctx.project
+        uses = self._parameter_uses()
+        for function in self.ctx.nodes(cst.FunctionDef):
+            assert isinstance(function, cst.FunctionDef)
+            params = function.params
+            for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+                name = param.name.value
+                if name in ("self", "cls"):
+                    continue
+                spec, reason = self._annotated(param)
+                calls = uses.get((id(function), name), [])
+                averaged = is_averaged_name(name)
+                if reason is None and not calls and not averaged:
+                    continue
+                if self._passed_locally(function, param):
+                    continue
+                if reason is None and project is not None:
+                    found = project.parameter(function, param)
+                    if found is not None:
+                        spec, evidence = found
+                        reason = evidence.what
+                        project.note(name, evidence, function)
+                if reason is None and calls and averaged:
+                    reason = f"{name} is used as an averaging object ({calls[0][1]}())"
+                if reason is None:
+                    continue
+                obj = AveragingObject(Method.EMA, Use.EVAL, param, spec=spec)
+                obj.names.append(name)
+                obj.bindings.append(param.name)
+                obj.reasons.append(reason)
+                for call, method in calls:
+                    if (
+                        method in ("update", "update_parameters", "step")
+                        and call not in obj.updates
+                    ):
+                        obj.updates.append(call)
+                self._add(obj)
+
+    def _annotated(self, param: cst.Param) -> tuple[ApiSpec | None, str | None]:
+        annotation = param.annotation
+        if annotation is None:
+            return None, None
+        project = self.ctx.project
+        nodes = [
+            annotation.annotation,
+            *self.index.descendants(annotation, cst.Attribute),
+            *self.index.descendants(annotation, cst.Name),
+        ]
+        for node in nodes:
+            for qualname in self.imports.qualified_names(node):
+                spec = API_TABLE.get(qualname)
+                if spec is None and project is not None:
+                    spec = project.spec_for(qualname)
+                if spec is not None and spec.role in _CREATING:
+                    return spec, f"annotated as {spec.short_name}"
+        return None, None
+
+    def _passed_locally(self, function: cst.FunctionDef, param: cst.Param) -> bool:
+        for call in self.resolver.callers(function):
+            arg = self.resolver.argument_for(function, param, call)
+            if arg is not None and self._refer(arg, 1) is not None:
+                return True
+        return False
+
+    def _parameter_uses(self) -> dict[tuple[int, str], list[tuple[cst.Call, str]]]:
+        """``p.update(model)``-style calls on a bare name, by (function, name): uses only an
+        averaging object has (the argument is a model or its parameters, never a number)."""
+        found: dict[tuple[int, str], list[tuple[cst.Call, str]]] = {}
+        for call in self.ctx.nodes(cst.Call):
+            func = call.func
+            if not isinstance(func, cst.Attribute) or not isinstance(func.value, cst.Name):
+                continue
+            method = func.attr.value
+            if method not in _PARAMETER_USES:
+                continue
+            if method in ("update", "update_parameters", "step") and (
+                not call.args or not _model_like(call.args[0].value)
+            ):
+                continue
+            function = self.index.enclosing(call, cst.FunctionDef)
+            if function is None:
+                continue
+            found.setdefault((id(function), func.value.value), []).append((call, method))
+        return found
+
+    def _local_functions(self, name: str) -> list[cst.FunctionDef]:
+        return [
+            f
+            for f in self.index.functions_named(name)
+            if self.index.enclosing(f, cst.ClassDef, cst.FunctionDef) is None
+        ]
+
+    # Bindings and updates ---------------------------------------------------------------------
+    def _link_bindings(self) -> None:
+        self._memo.clear()
+        for node in (*self.ctx.nodes(cst.Assign), *self.ctx.nodes(cst.AnnAssign)):
+            value = node.value
+            if value is None:
+                continue
+            obj = self._refer(value, 0)
+            if obj is None:
+                continue
+            targets = (
+                [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            )
+            for target in targets:
+                if isinstance(target, (cst.Name, cst.Attribute)):
+                    code = self._code(target)
+                    if code not in obj.names:
+                        obj.names.append(code)
+                        obj.bindings.append(target)
+
+    def _link_updates(self) -> None:
+        methods: set[str] = {"update_parameters"}
+        for obj in self.objects:
+            if obj.spec is not None:
+                methods.update(obj.spec.update_methods)
+        for call in self.ctx.nodes(cst.Call):
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value in methods:
+                obj = self._refer(func.value, 0)
+                if obj is None:
+                    continue
+                known = obj.spec is None or func.attr.value in obj.spec.update_methods
+                if known and call not in obj.updates:
+                    obj.updates.append(call)
+            elif isinstance(func, (cst.Name, cst.Attribute)) and not self._by_creation.get(
+                id(call)
+            ):
+                obj = self._refer(func, 0)
+                if (
+                    obj is not None
+                    and obj.spec is not None
+                    and ("__call__" in obj.spec.update_methods)
+                ):
+                    obj.updates.append(call)
+        self._link_helper_updates()
+        if self._may_update():
+            for update in self.ctx.get(InPlaceUpdates).updates:
+                container = update.shadow_container
+                target = container if container is not None else strip_tensor(update.shadow)
+                obj = self._refer(container_of(target), 0)
+                if obj is not None:
+                    obj.inplace.append(update)
+                    if update.node not in obj.updates:
+                        obj.updates.append(update.node)
+        for target, _ in self._attribute_writes():
+            if target.attr.value in _WEIGHT_ATTRIBUTES:
+                obj = self._refer(target.value, 0)
+                if obj is not None:
+                    obj.weight_reassigned = True
+                    obj.reasons.append(f"{self._code(target)} is assigned after construction")
+
+    def _link_helper_updates(self) -> None:
+        """``update_ema(ema, model, decay=...)``: a call of a function the module imports
+        (its body is in another file) whose name says it updates an average, given a
+        hand-made average: an update of that average where it is called."""
+        local = {fn.name.value for fn in self.ctx.nodes(cst.FunctionDef)}
+        for call in self.ctx.nodes(cst.Call):
+            func = call.func
+            name = func.value if isinstance(func, cst.Name) else None
+            if isinstance(func, cst.Attribute):
+                name = func.attr.value
+            if name is None or name in local or not _updates_an_average(name):
+                continue
+            for arg in call.args[:2]:
+                obj = self._refer(arg.value, 0)
+                if obj is not None and obj.spec is None:
+                    if call not in obj.updates:
+                        obj.updates.append(call)
+                    break
+
+    def _attribute_writes(self) -> Iterator[tuple[cst.Attribute, cst.CSTNode]]:
+        for node in self.ctx.nodes(cst.Assign):
+            for target in node.targets:
+                if isinstance(target.target, cst.Attribute):
+                    yield target.target, node
+        for node in self.ctx.nodes(cst.AugAssign):
+            if isinstance(node.target, cst.Attribute):
+                yield node.target, node
+
+    # Classification -----------------------------------------------------------------------------
+    def _classify(self, obj: AveragingObject) -> None:
+        spec = obj.spec
+        if spec is not None and spec.role is Role.GRADIENT_EMA:
+            obj.use = Use.NOT_WEIGHTS
+            obj.reasons.append(f"{spec.short_name} averages gradients, not weights")
+            return
+        names = list(obj.names)
+        for name in names:
+            if any(w in _NOT_WEIGHT_TOKENS for w in tokens(name)):
+                obj.use = Use.NOT_WEIGHTS
+                obj.reasons.append(f"{name} names a loss or metric average")
+                return
+        is_tf = spec is not None and spec.qualname == "tf.train.ExponentialMovingAverage"
+        if is_tf and self._averages_losses(obj):
+            obj.use = Use.NOT_WEIGHTS
+            obj.reasons.append("apply() is given losses or metrics")
+            return
+        for name in names:
+            named = use_from_name(name)
+            if named is not None:
+                obj.use = named
+                obj.reasons.append(f"named {name}")
+                return
+        weight = obj.weight_call
+        if weight is not None and weight.averaging.weight is not None:
+            expr = weight.value(weight.averaging.weight.param)
+            text = self._code(expr).lower() if expr is not None else ""
+            if "tau" in text or "polyak" in text:
+                obj.use = Use.TARGET
+                obj.reasons.append("weighted by tau/polyak")
+                return
+            if "teacher" in text or "momentum_schedule" in text:
+                obj.use = Use.TEACHER
+                obj.reasons.append("weighted by a teacher momentum")
+                return
+        if self._feeds_training_loss(obj):
+            obj.use = Use.TEACHER
+            obj.reasons.append("its output feeds a loss that is backpropagated")
+            return
+        if (
+            spec is not None
+            and spec.default_use != "eval"
+            and any(is_averaged_name(n) for n in names)
+        ):
+            obj.use = Use.EVAL
+            obj.reasons.append("named as an averaged copy")
+            return
+        if spec is not None and spec.default_use == "target":
+            obj.use = Use.TARGET
+        elif spec is not None and spec.default_use == "unknown":
+            obj.use = Use.UNKNOWN
+        else:
+            obj.use = Use.EVAL
+
+    def _averages_losses(self, obj: AveragingObject) -> bool:
+        for update in obj.updates:
+            if isinstance(update, cst.Call):
+                for arg in update.args:
+                    text = self._code(arg.value).lower()
+                    if any(w in text for w in ("loss", "metric", "acc")):
+                        return True
+        return False
+
+    def loss_inputs(self, obj: AveragingObject) -> list[cst.Call]:
+        """The calls of the object whose output flows into a loss in a function that
+        backpropagates (what makes an object a teacher when nothing else names it)."""
+        found = []
+        for call in self._forward_calls(obj):
+            function = self.index.enclosing(call, cst.FunctionDef)
+            if function is None or not self._backpropagates(function):
+                continue
+            if self._into_loss(call, function):
+                found.append(call)
+        return found
+
+    def _feeds_training_loss(self, obj: AveragingObject) -> bool:
+        """The object is called and the output flows into a loss in a function that
+        backpropagates (a teacher), not only into validation code."""
+        for call in self._forward_calls(obj):
+            function = self.index.enclosing(call, cst.FunctionDef)
+            if function is None or not self._backpropagates(function):
+                continue
+            if self._into_loss(call, function):
+                return True
+        return False
+
+    def _forward_calls(self, obj: AveragingObject) -> Iterator[cst.Call]:
+        update_ids = {id(u) for u in obj.updates}
+        for call in self._calls_by_object().get(id(obj), []):
+            if id(call) in update_ids or id(call) == id(obj.creation):
+                continue
+            yield call
+
+    def _calls_by_object(self) -> dict[int, list[cst.Call]]:
+        """Calls of each object (``ema(x)``, ``ema.forward(x)``), grouped in one pass."""
+        found = self._called
+        if found is None:
+            found = self._called = {}
+            for call in self.ctx.nodes(cst.Call):
+                func = call.func
+                if isinstance(func, cst.Attribute) and func.attr.value in (
+                    "forward",
+                    "forward_eval",
+                    "__call__",
+                ):
+                    func = func.value
+                if not isinstance(func, (cst.Name, cst.Attribute)):
+                    continue
+                obj = self._refer(func, 0)
+                if obj is not None:
+                    found.setdefault(id(obj), []).append(call)
+        return found
+
+    def _backpropagates(self, function: cst.FunctionDef) -> bool:
+        if function.name.value in ("training_step", "train_step", "forward_train"):
+            return True
+        for call in self.index.descendants(function, cst.Call):
+            if (
+                isinstance(call, cst.Call)
+                and isinstance(call.func, cst.Attribute)
+                and call.func.attr.value in ("backward", "manual_backward")
+            ):
+                return True
+        return False
+
+    def _into_loss(self, call: cst.Call, function: cst.FunctionDef) -> bool:
+        # Directly an argument of a loss call.
+        for ancestor in self.index.ancestors(call):
+            if ancestor is function:
+                break
+            if isinstance(ancestor, cst.Call) and ancestor is not call:
+                name = dotted_name(ancestor.func) or ""
+                if _LOSS_CALL.search(name):
+                    return True
+        # Assigned to a name that a loss call in the same function reads.
+        statement = self.index.statement(call)
+        assigned: set[str] = set()
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.Assign):
+                    for target in small.targets:
+                        for name in self.index.descendants(target, cst.Name):
+                            assigned.add(name.value)  # type: ignore[attr-defined]
+                        if isinstance(target.target, cst.Name):
+                            assigned.add(target.target.value)
+        if not assigned:
+            return False
+        for other in self.index.descendants(function, cst.Call):
+            if not isinstance(other, cst.Call):
+                continue
+            name = dotted_name(other.func) or ""
+            if not _LOSS_CALL.search(name):
+                continue
+            for arg in other.args:
+                inner = {n.value for n in self.index.descendants(arg, cst.Name)}  # type: ignore[attr-defined]
+                if isinstance(arg.value, cst.Name):
+                    inner.add(arg.value.value)
+                if inner & assigned:
+                    return True
+        return False
+
+    def _code(self, node: cst.CSTNode | None) -> str:
+        return "" if node is None else cst.Module([]).code_for_node(node)
+
+
+def _updates_an_average(name: str) -> bool:
+    """``update_ema``, ``ema_update``, ``update_moving_average``: a helper's name that says
+    it moves an average towards the weights."""
+    words = [w.lower() for w in tokens(name)]
+    return "update" in words and any(w in ("ema", "average", "averages") for w in words)

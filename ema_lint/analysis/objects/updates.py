@@ -1,0 +1,1196 @@
+"""Hand-written in-place averaging updates: which tensor is the average, with which weights.
+
+Real code writes the update a dozen ways: ``e.mul_(d).add_(p, alpha=1 - d)``,
+``e.lerp_(p, 1 - d)``, ``e.copy_(e * d + p * (1 - d))``, EDM's
+``e.copy_(p.detach().lerp(e, beta))``, ``e.data = d * e.data + (1 - d) * p.data``,
+``torch._foreach_lerp_(ema_params, params, 1 - d)``, the legacy ``add_(1 - d, p)``, or
+``mul_`` and ``add_`` (``_foreach_mul_`` and ``_foreach_add_``) as two statements, the
+difference forms ``e.sub_((e - p) * k)`` / ``e.add_(p - e, alpha=k)``, and the rebinding
+forms that compute an average without writing it anywhere (``e = d * e + (1 - d) * p``,
+``e = e.lerp(p, w)``, ``sd[k] = ...`` on a dict from ``state_dict()``), also through a
+temporary (``t = d * s[k] + (1 - d) * p`` then ``s[k] = t.clone()``). This provider
+recognises them, says which operand is the shadow (the average being updated) and which the
+source, what each side is iterated from (``zip(ema.parameters(), model.parameters())``,
+``named_parameters()``, ``state_dict().items()``, a list built from them), and gives the
+coefficient of each as an expression (resolve it with ``ValueResolver``), without judging
+them: the averaging model uses the shadow to find hand-made EMA copies; the EMA3xx rules
+judge the coefficients, the binding and the grad mode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from ema_lint.analysis.syntax.context import FileContext
+from ema_lint.analysis.syntax.names import dotted_name
+from ema_lint.analysis.syntax.values import ValueResolver
+
+_INPLACE = {"mul_", "add_", "lerp_", "copy_", "sub_"}
+# The methods that iterate a model's weights (what a side of an update is read from).
+WEIGHT_METHODS = frozenset(
+    {
+        "parameters",
+        "named_parameters",
+        "buffers",
+        "named_buffers",
+        "state_dict",
+        "trainable_variables",
+        "variables",
+    }
+)
+# Of those, the ones whose tensors autograd tracks (``state_dict()`` tensors are detached).
+GRAD_METHODS = frozenset({"parameters", "named_parameters", "trainable_variables"})
+# Calls that make a new tensor from a weight: a list of them is a copy, not the model's own.
+_COPYING = {
+    "clone",
+    "deepcopy",
+    "zeros_like",
+    "empty_like",
+    "ones_like",
+    "float",
+    "to",
+    "half",
+    "double",
+    "cpu",
+    "cuda",
+    "copy",
+}
+_CONTAINER_METHODS = {
+    "parameters",
+    "named_parameters",
+    "buffers",
+    "named_buffers",
+    "state_dict",
+    "values",
+    "items",
+    "trainable_variables",
+    "variables",
+}
+
+
+@dataclass(frozen=True, eq=False)
+class Coefficient:
+    """A weight of the update: ``expr``, or ``1 - expr`` when ``complement``."""
+
+    expr: cst.BaseExpression
+    complement: bool = False
+
+
+@dataclass(frozen=True, eq=False)
+class InPlaceUpdate:
+    """One hand-written averaging update."""
+
+    node: cst.CSTNode  # the outermost call or the assignment
+    shadow: cst.BaseExpression  # the tensor(s) being averaged, as written
+    source: cst.BaseExpression | None  # the online tensor(s)
+    old_weight: Coefficient | None  # the weight on the shadow's previous value (D)
+    new_weight: Coefficient | None  # the weight on the source (1 - D)
+    form: str  # "mul_add", "lerp", "copy", "assign", "sub", "foreach"
+    loop: cst.For | None = None  # the loop binding shadow and source, if any
+    # What the loop iterates for each side: ``ema`` in ``zip(ema.parameters(), ...)``.
+    shadow_container: cst.BaseExpression | None = None
+    source_container: cst.BaseExpression | None = None
+    # The method each side is iterated from (``parameters``, ``named_parameters``,
+    # ``state_dict``, ``buffers``...), through names and ``list(...)``; None if unknown.
+    shadow_method: str | None = None
+    source_method: str | None = None
+    # A sign slip: ``e.add_((e - p) * k)`` moves the shadow away from the source. The weights
+    # are then those the update was meant to have (old 1 - k, new k).
+    away: bool = False
+    # The separate ``mul_`` (``_foreach_mul_``) call of a two-statement update.
+    first: cst.Call | None = None
+    # ``t = d * s[k] + (1 - d) * p`` when the update writes ``t`` back (``s[k] = t.clone()``).
+    temp: cst.Assign | None = None
+
+
+def strip_tensor(node: cst.BaseExpression) -> cst.BaseExpression:
+    """``p.data`` / ``p.detach()`` / ``p.data.detach()`` -> ``p``."""
+    while True:
+        if isinstance(node, cst.Attribute) and node.attr.value == "data":
+            node = node.value
+        elif (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in ("detach", "float", "to", "clone")
+        ):
+            node = node.func.value
+        else:
+            return node
+
+
+def container_of(node: cst.BaseExpression) -> cst.BaseExpression:
+    """``ema.module.state_dict().values()`` -> ``ema.module``."""
+    while (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value in _CONTAINER_METHODS
+    ):
+        node = node.func.value
+    if isinstance(node, cst.Attribute) and node.attr.value in ("trainable_variables", "variables"):
+        node = node.value
+    return node
+
+
+class InPlaceUpdates:
+    """Every hand-written averaging update of the module."""
+
+    MAX_DEPTH = 6
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.index = ctx.index
+        self.updates: list[InPlaceUpdate] = []
+        self._code: dict[int, str] = {}
+        self._functions: dict[str, cst.FunctionDef] | None = None
+        self._resolver: ValueResolver | None = None
+        for call in ctx.nodes(cst.Call):
+            found = self._from_call(call)
+            if found is not None:
+                self.updates.append(found)
+        for assign in ctx.nodes(cst.Assign):
+            if not isinstance(assign.value, (cst.BinaryOperation, cst.Call, cst.Name)):
+                continue
+            found = self._from_assign(assign)
+            if found is not None:
+                self.updates.append(found)
+        for aug in ctx.nodes(cst.AugAssign):
+            found = self._from_augassign(aug)
+            if found is not None:
+                self.updates.append(found)
+        self.updates.sort(key=lambda u: self.index.order[id(u.node)])
+
+    @classmethod
+    def build(cls, ctx: FileContext) -> InPlaceUpdates:
+        return cls(ctx)
+
+    # Public -----------------------------------------------------------------------------------
+    def statements(self, update: InPlaceUpdate) -> list[cst.CSTNode]:
+        """The statements that make up the update, in order (two for ``mul_`` then ``add_``,
+        or a temporary then its write-back)."""
+        found: list[cst.CSTNode] = []
+        for node in (update.first, update.temp, update.node):
+            if node is None:
+                continue
+            statement = self.index.statement(node)
+            if statement is not None and all(statement is not s for s in found):
+                found.append(statement)
+        return found
+
+    def discarded(self, update: InPlaceUpdate) -> str | None:
+        """Why the update's result never reaches the shadow, or None when it does.
+
+        ``"loop variable"``: ``e = ...`` rebinds the loop's own variable (``for e, p in
+        zip(...)``); ``"local name"``: it rebinds a local name bound from the shadow
+        (``s = sd[k]``) or a parameter, and nothing reads the name afterwards;
+        ``"state_dict"``: ``sd[k] = ...`` replaces an entry of a dict returned by
+        ``state_dict()`` (or ``dict(m.named_parameters())``) that is never loaded back.
+        """
+        node = update.node
+        if not isinstance(node, cst.Assign) or len(node.targets) != 1:
+            return None
+        target = node.targets[0].target
+        if isinstance(target, cst.Name):
+            return self._dead_name(node, target)
+        if isinstance(target, cst.Subscript):
+            return self._dead_entry(target)
+        return None
+
+    def container(self, expr: cst.BaseExpression) -> tuple[cst.BaseExpression, str | None]:
+        """What an iterable of tensors is read from: ``list(ema.parameters())`` -> (ema,
+        "parameters"), followed through names bound once; a list of clones is its own
+        container (method None)."""
+        return self._container(expr, 0)
+
+    # Helpers --------------------------------------------------------------------------------
+    def code(self, node: cst.CSTNode) -> str:
+        key = id(node)
+        text = self._code.get(key)
+        if text is None:
+            text = self._code[key] = cst.Module([]).code_for_node(node)
+        return text
+
+    @property
+    def resolver(self) -> ValueResolver:
+        if self._resolver is None:
+            self._resolver = self.ctx.get(ValueResolver)
+        return self._resolver
+
+    def _same(self, a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
+        return self.code(strip_tensor(a)) == self.code(strip_tensor(b))
+
+    def _outermost(self, call: cst.Call) -> bool:
+        parent = self.index.parent(call)
+        if isinstance(parent, cst.Attribute) and parent.value is call:
+            grand = self.index.parent(parent)
+            if isinstance(grand, cst.Call) and parent.attr.value in _INPLACE:
+                return False
+        return True
+
+    # Calls ------------------------------------------------------------------------------------
+    def _from_call(self, call: cst.Call) -> InPlaceUpdate | None:
+        func = call.func
+        if not isinstance(func, cst.Attribute):
+            return None
+        attr = func.attr.value
+        if attr in ("_foreach_lerp_", "_foreach_add_"):
+            return self._foreach(call, attr)
+        if attr not in _INPLACE:
+            return None
+        if not self._outermost(call):
+            return None
+        ops: list[tuple[str, cst.Call]] = []
+        node: cst.BaseExpression = call
+        while (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in _INPLACE
+        ):
+            ops.append((node.func.attr.value, node))
+            node = node.func.value
+        ops.reverse()
+        root = node
+        methods = [m for m, _ in ops]
+        if methods == ["mul_", "add_"]:
+            source, new = self._added(ops[1][1])
+            if source is None:
+                return None
+            old = Coefficient(ops[0][1].args[0].value) if ops[0][1].args else None
+            return self._make(call, root, source, old, new, "mul_add")
+        if methods == ["add_"]:
+            previous = self._previous_mul(call, root)
+            if previous is None:
+                return self._difference(call, root, 1, "add")
+            source, new = self._added(call)
+            if source is None:
+                return None
+            mul, weight = previous
+            return self._make(call, root, source, Coefficient(weight), new, "mul_add", first=mul)
+        if methods == ["lerp_"] and call.args:
+            source = call.args[0].value
+            weight = _arg(call, 1, "weight")
+            if weight is None:
+                return None
+            return self._make(
+                call, root, source, Coefficient(weight, True), Coefficient(weight), "lerp"
+            )
+        if methods == ["copy_"] and call.args:
+            value = call.args[0].value
+            found = self._combination(call, root, value, "copy")
+            if found is None:
+                found = self._through_temp(call, root, value, "copy")
+            return found
+        if methods == ["sub_"] and call.args:
+            return self._difference(call, root, -1, "sub")
+        return None
+
+    def _added(self, call: cst.Call) -> tuple[cst.BaseExpression | None, Coefficient | None]:
+        """What ``add_`` adds; a lone short name (``add_(w)``) that reads like a weight is the
+        tensor when a ``for`` around the call binds it (``for e, w in zip(...)``)."""
+        source, new = _added(call)
+        if source is not None:
+            return source, new
+        positional = [a.value for a in call.args if a.keyword is None and not a.star]
+        if len(call.args) == 1 and len(positional) == 1:
+            name = strip_tensor(positional[0])
+            if isinstance(name, cst.Name) and any(
+                isinstance(loop, cst.For) and name.value in _for_targets(loop)
+                for loop in self.index.ancestors(call)
+            ):
+                return positional[0], Coefficient(_ONE)
+        return None, None
+
+    def _previous_statement(self, node: cst.CSTNode) -> cst.BaseSmallStatement | None:
+        """The single small statement just before the statement holding ``node``."""
+        statement = self.index.statement(node)
+        block = self.index.parent(statement) if statement is not None else None
+        body = getattr(block, "body", None)
+        if not isinstance(body, (list, tuple)) or statement not in body:
+            return None
+        position = list(body).index(statement)
+        if position == 0:
+            return None
+        before = body[position - 1]
+        if not isinstance(before, cst.SimpleStatementLine) or len(before.body) != 1:
+            return None
+        return before.body[0]
+
+    def _previous_mul(
+        self, call: cst.Call, root: cst.BaseExpression
+    ) -> tuple[cst.Call, cst.BaseExpression] | None:
+        """``root.mul_(d)`` as the statement just before the one holding ``call``."""
+        expr = self._previous_statement(call)
+        if not isinstance(expr, cst.Expr) or not isinstance(expr.value, cst.Call):
+            return None
+        mul = expr.value
+        if (
+            isinstance(mul.func, cst.Attribute)
+            and mul.func.attr.value == "mul_"
+            and mul.args
+            and self._same(mul.func.value, root)
+        ):
+            return mul, mul.args[0].value
+        return None
+
+    def _combination(
+        self,
+        node: cst.CSTNode,
+        target: cst.BaseExpression,
+        expr: cst.BaseExpression,
+        form: str,
+        temp: cst.Assign | None = None,
+    ) -> InPlaceUpdate | None:
+        """``target <- a*target + b*source`` or a ``lerp`` between the two."""
+        if (
+            isinstance(expr, cst.Call)
+            and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value == "lerp"
+            and expr.args
+        ):
+            start = expr.func.value
+            end = expr.args[0].value
+            weight = _arg(expr, 1, "weight")
+            if weight is None:
+                return None
+            if self._same(end, target):  # EDM: p_net.lerp(p_ema, beta): beta on the shadow
+                return self._make(
+                    node,
+                    target,
+                    start,
+                    Coefficient(weight),
+                    Coefficient(weight, True),
+                    form,
+                    temp=temp,
+                )
+            if self._same(start, target):
+                return self._make(
+                    node,
+                    target,
+                    end,
+                    Coefficient(weight, True),
+                    Coefficient(weight),
+                    form,
+                    temp=temp,
+                )
+            return None
+        terms = _terms(expr)
+        if terms is None or len(terms) != 2:
+            return None
+        old = new = None
+        source = None
+        for tensor, coefficient in terms:
+            if self._same(tensor, target):
+                old = coefficient
+            else:
+                source, new = tensor, coefficient
+        if old is None or source is None:
+            return None
+        return self._make(node, target, source, Coefficient(old), Coefficient(new), form, temp=temp)
+
+    def _through_temp(
+        self,
+        node: cst.CSTNode,
+        target: cst.BaseExpression,
+        value: cst.BaseExpression,
+        form: str,
+    ) -> InPlaceUpdate | None:
+        """``t = d * s[k] + (1 - d) * p`` just before ``s[k] = t.clone()`` / ``s[k].copy_(t)``."""
+        name = strip_tensor(value)
+        if not isinstance(name, cst.Name):
+            return None
+        statement = self.index.statement(node)
+        block = self.index.parent(statement) if statement is not None else None
+        body = getattr(block, "body", None)
+        if not isinstance(body, (list, tuple)) or statement not in body:
+            return None
+        position = list(body).index(statement)
+        # The temporary is computed just before (a statement or two between at most).
+        for before in reversed(list(body)[max(0, position - 3) : position]):
+            if not isinstance(before, cst.SimpleStatementLine):
+                return None
+            for small in before.body:
+                if (
+                    isinstance(small, cst.Assign)
+                    and len(small.targets) == 1
+                    and isinstance(small.targets[0].target, cst.Name)
+                    and small.targets[0].target.value == name.value
+                ):
+                    return self._combination(node, target, small.value, form, temp=small)
+        return None
+
+    def _difference(
+        self, call: cst.Call, target: cst.BaseExpression, sign: int, form: str
+    ) -> InPlaceUpdate | None:
+        """``e.sub_((e - p) * k)``, ``e.add_(p - e, alpha=k)``, legacy ``e.add_(k, p - e)``:
+        k is the weight on the new value. The other sign moves away from ``p``."""
+        args = [a for a in call.args if not a.star]
+        positional = [a.value for a in args if a.keyword is None]
+        alpha = next((a.value for a in args if a.keyword and a.keyword.value == "alpha"), None)
+        pairs: list[tuple[cst.BaseExpression, cst.BaseExpression]] = []
+        if alpha is not None and len(positional) == 1:
+            pairs.append((positional[0], alpha))
+        elif len(positional) == 2 and _is_scalar_like(positional[0]):
+            pairs.append((positional[1], positional[0]))
+        elif len(positional) == 1:
+            expr = positional[0]
+            if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+                pairs += [(expr.left, expr.right), (expr.right, expr.left)]
+        for diff, k in pairs:
+            if not (
+                isinstance(diff, cst.BinaryOperation) and isinstance(diff.operator, cst.Subtract)
+            ):
+                continue
+            if self._same(diff.left, target) and not self._same(diff.right, target):
+                source, toward = diff.right, sign < 0
+            elif self._same(diff.right, target) and not self._same(diff.left, target):
+                source, toward = diff.left, sign > 0
+            else:
+                continue
+            return self._make(
+                call,
+                target,
+                source,
+                Coefficient(k, True),
+                Coefficient(k),
+                form,
+                away=not toward,
+            )
+        return None
+
+    def _foreach(self, call: cst.Call, name: str) -> InPlaceUpdate | None:
+        if len(call.args) < 2:
+            return None
+        shadow, source = call.args[0].value, call.args[1].value
+        if name.endswith("_foreach_lerp_"):
+            weight = _arg(call, 2, "weight")
+            if weight is None:
+                return None
+            return self._make(
+                call, shadow, source, Coefficient(weight, True), Coefficient(weight), "foreach"
+            )
+        alpha = _arg(call, 2, "alpha")
+        if alpha is None:
+            return None
+        old: Coefficient | None = None
+        first: cst.Call | None = None
+        before = self._previous_statement(call)
+        if isinstance(before, cst.Expr) and isinstance(before.value, cst.Call):
+            mul = before.value
+            if (
+                isinstance(mul.func, cst.Attribute)
+                and mul.func.attr.value == "_foreach_mul_"
+                and len(mul.args) >= 2
+                and self._same(mul.args[0].value, shadow)
+            ):
+                old, first = Coefficient(mul.args[1].value), mul
+        return self._make(call, shadow, source, old, Coefficient(alpha), "foreach", first=first)
+
+    # Assignments --------------------------------------------------------------------------------
+    def _from_assign(self, node: cst.Assign) -> InPlaceUpdate | None:
+        if len(node.targets) != 1 or not isinstance(
+            node.value, (cst.BinaryOperation, cst.Call, cst.Name)
+        ):
+            return None
+        target = node.targets[0].target
+        if not isinstance(target, (cst.Name, cst.Attribute, cst.Subscript)):
+            return None
+        found = None
+        if not isinstance(node.value, cst.Name):
+            found = self._combination(node, target, node.value, "assign")
+        if found is None:
+            found = self._through_temp(node, target, node.value, "assign")
+        return found
+
+    def _from_augassign(self, node: cst.AugAssign) -> InPlaceUpdate | None:
+        """``e -= (1 - d) * (e - p)`` (TF's formula), ``e += k * (p - e)``; or ``e *= d``
+        followed by ``e += (1 - d) * p``."""
+        target = node.target
+        if not isinstance(target, (cst.Name, cst.Attribute, cst.Subscript)):
+            return None
+        operator = node.operator
+        if not isinstance(operator, (cst.AddAssign, cst.SubtractAssign)):
+            return None
+        sign = 1 if isinstance(operator, cst.AddAssign) else -1
+        value = node.value
+        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
+            for diff, k in ((value.left, value.right), (value.right, value.left)):
+                if not (
+                    isinstance(diff, cst.BinaryOperation)
+                    and isinstance(diff.operator, cst.Subtract)
+                ):
+                    continue
+                if self._same(diff.left, target) and not self._same(diff.right, target):
+                    source, toward = diff.right, sign < 0
+                elif self._same(diff.right, target) and not self._same(diff.left, target):
+                    source, toward = diff.left, sign > 0
+                else:
+                    continue
+                return self._make(
+                    node,
+                    target,
+                    source,
+                    Coefficient(k, True),
+                    Coefficient(k),
+                    "augassign",
+                    away=not toward,
+                )
+        if sign < 0:
+            return None
+        terms = _terms(value)
+        if not terms or len(terms) != 1:
+            return None
+        before = self._previous_statement(node)
+        if (
+            isinstance(before, cst.AugAssign)
+            and isinstance(before.operator, cst.MultiplyAssign)
+            and self._same(before.target, target)
+        ):
+            source, weight = terms[0]
+            return self._make(
+                node, target, source, Coefficient(before.value), Coefficient(weight), "augassign"
+            )
+        return None
+
+    # Result -----------------------------------------------------------------------------------
+    def _make(
+        self,
+        node: cst.CSTNode,
+        shadow: cst.BaseExpression,
+        source: cst.BaseExpression | None,
+        old: Coefficient | None,
+        new: Coefficient | None,
+        form: str,
+        *,
+        away: bool = False,
+        first: cst.Call | None = None,
+        temp: cst.Assign | None = None,
+    ) -> InPlaceUpdate:
+        loop, shadow_side, source_side = self._loop_binding(node, shadow, source)
+        return InPlaceUpdate(
+            node,
+            shadow,
+            source,
+            old,
+            new,
+            form,
+            loop,
+            shadow_side[0],
+            source_side[0],
+            shadow_side[1],
+            source_side[1],
+            away,
+            first,
+            temp,
+        )
+
+    def _loop_binding(
+        self, node: cst.CSTNode, shadow: cst.BaseExpression, source: cst.BaseExpression | None
+    ) -> tuple[cst.For | None, _Side, _Side]:
+        """The ``for e, p in zip(X..., Y...)`` binding the two tensors, and what X and Y are
+        (the container and the method iterated)."""
+        none: _Side = (None, None)
+        shadow_name = _root_name(strip_tensor(shadow))
+        source_name = _root_name(uncast(strip_tensor(source))) if source is not None else None
+        source_side = self._subscript_side(source)
+        for ancestor in self.index.ancestors(node):
+            if not isinstance(ancestor, cst.For):
+                continue
+            bound = _for_targets(ancestor)
+            if shadow_name not in bound:
+                continue
+            iterable = ancestor.iter
+            if (
+                isinstance(iterable, cst.Call)
+                and dotted_name(iterable.func) == "zip"
+                and len(iterable.args) >= 2
+            ):
+                positions = _zip_positions(ancestor.target)
+                sides = [
+                    self._container(a.value, 0)
+                    for a in iterable.args
+                    if a.keyword is None and not a.star
+                ]
+                shadow_s: _Side = none
+                source_s: _Side = source_side
+                if shadow_name in positions and positions[shadow_name] < len(sides):
+                    shadow_s = sides[positions[shadow_name]]
+                if (
+                    source_name is not None
+                    and source_name in positions
+                    and positions[source_name] < len(sides)
+                ):
+                    source_s = sides[positions[source_name]]
+                return ancestor, shadow_s, source_s
+            return ancestor, self._container(iterable, 0), source_side
+        stripped = strip_tensor(shadow)
+        if isinstance(stripped, cst.Name):
+            # ``s = ema_sd[name]`` earlier in the block: the update is of that entry.
+            alias = self._alias(node, stripped.value)
+            if alias is not None:
+                stripped = alias
+        if isinstance(stripped, cst.Subscript):
+            shadow_s = self._subscript_side(stripped)
+            if shadow_s[1] is None:
+                shadow_s = (container_of(stripped.value), None)
+            # ``for name, p in model.named_parameters(): shadow[name]...``: the loop that
+            # binds the source.
+            if source_name is not None:
+                for ancestor in self.index.ancestors(node):
+                    if isinstance(ancestor, cst.For) and source_name in _for_targets(ancestor):
+                        if source_side[1] is None:
+                            source_side = self._container(ancestor.iter, 0)
+                        return ancestor, shadow_s, source_side
+            return None, shadow_s, source_side
+        if isinstance(shadow, (cst.Name, cst.Attribute, cst.Call)) and source is not None:
+            # ``torch._foreach_lerp_(ema_params, params, w)``: lists built from the weights.
+            shadow_s = self._container(shadow, 0)
+            source_s = self._container(source, 0)
+            if shadow_s[1] is not None or source_s[1] is not None:
+                return None, shadow_s, source_s
+        return None, none, source_side
+
+    def _alias(self, node: cst.CSTNode, name: str) -> cst.Subscript | None:
+        """``name = X[k]`` (or ``X[k].data``) as an earlier statement of the same block."""
+        value = self._assigned_before(node, name)
+        return value if isinstance(value, cst.Subscript) else None
+
+    def _assigned_before(self, node: cst.CSTNode, name: str) -> cst.BaseExpression | None:
+        """The value (tensor accessors stripped) of the last ``name = value`` before
+        ``node``'s statement in the same block; None when there is none."""
+        statement = self.index.statement(node)
+        block = self.index.parent(statement) if statement is not None else None
+        body = getattr(block, "body", None)
+        if not isinstance(body, (list, tuple)) or statement not in body:
+            return None
+        for before in reversed(list(body)[: list(body).index(statement)]):
+            if not isinstance(before, cst.SimpleStatementLine):
+                continue
+            for small in before.body:
+                if (
+                    isinstance(small, cst.Assign)
+                    and len(small.targets) == 1
+                    and isinstance(small.targets[0].target, cst.Name)
+                    and small.targets[0].target.value == name
+                ):
+                    return strip_tensor(small.value)
+        return None
+
+    def _subscript_side(self, node: cst.BaseExpression | None) -> _Side:
+        """``msd[k]`` with ``msd = model.state_dict()``: (model, "state_dict")."""
+        node = strip_tensor(node) if node is not None else None
+        if not isinstance(node, cst.Subscript):
+            return (None, None)
+        container, method = self._container(node.value, 0)
+        if method is None:
+            return (None, None)
+        return container, method
+
+    def _container(
+        self, expr: cst.BaseExpression, depth: int
+    ) -> tuple[cst.BaseExpression, str | None]:
+        node = expr
+        while (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Name)
+            and node.func.value in ("list", "tuple", "iter", "dict")
+            and len(node.args) == 1
+            and node.args[0].keyword is None
+            and not node.args[0].star
+        ):
+            node = node.args[0].value
+        if isinstance(node, (cst.ListComp, cst.GeneratorExp, cst.DictComp)):
+            clause = node.for_in
+            element = node.value if isinstance(node, cst.DictComp) else node.elt
+            if clause.inner_for_in is not None or _copies(element):
+                return expr, None
+            element = strip_tensor(element)
+            if isinstance(element, cst.Name) and element.value in _names_in(clause.target):
+                found, method = self._container(clause.iter, depth + 1)
+                if method is not None:
+                    return found, method
+            return expr, None
+        method = _method_of(node)
+        if method is not None:
+            return container_of(node), method
+        if isinstance(node, cst.Call):
+            helper = self._helper_weights(node)
+            if helper is not None:
+                arg, method, fresh = helper
+                return (expr if fresh else arg), method
+            func = node.func
+            if (
+                depth < self.MAX_DEPTH
+                and isinstance(func, cst.Attribute)
+                and func.attr.value in ("items", "values")
+                and not node.args
+                and isinstance(func.value, (cst.Name, cst.Attribute))
+            ):
+                found, method = self._container(func.value, depth + 1)  # sd.items()
+                if method is not None:
+                    return found, method
+        if depth < self.MAX_DEPTH and isinstance(node, (cst.Name, cst.Attribute)):
+            value = self.resolver.assigned_value(node)
+            if isinstance(value, cst.Call):
+                helper = self._helper_weights(value)
+                if helper is not None and helper[2]:
+                    return node, helper[1]  # a fresh dict of the weights: its own container
+            if value is not None:
+                found, method = self._container(value, depth + 1)
+                if method is not None:
+                    return found, method
+        return container_of(expr), None
+
+    def _helper_weights(self, call: cst.Call) -> tuple[cst.BaseExpression, str, bool] | None:
+        """``extract(model, rank)`` where ``extract`` is a function of the module that
+        returns a dict or list it fills from a parameter's weights (``for k, v in
+        model.named_parameters(): out[k] = v.cpu()``): the argument passed for that
+        parameter, the weight method, and whether the entries are new tensors (copies,
+        casts) rather than the model's own."""
+        if not isinstance(call.func, cst.Name):
+            return None
+        function = self._module_functions().get(call.func.value)
+        if function is None or self.index.contains(function, call):
+            return None
+        returned = [
+            r.value
+            for r in self.index.descendants(function, cst.Return)
+            if isinstance(r, cst.Return) and r.value is not None
+        ]
+        if len(returned) != 1 or not isinstance(returned[0], cst.Name):
+            return None
+        result = returned[0].value
+        params = [p.name.value for p in function.params.params]
+        for loop in self.index.descendants(function, cst.For):
+            assert isinstance(loop, cst.For)
+            method = _method_of(loop.iter)
+            base = container_of(loop.iter)
+            if method is None or not isinstance(base, cst.Name) or base.value not in params:
+                continue
+            filled = self._fills(loop, result)
+            if filled is None:
+                continue
+            position = params.index(base.value)
+            fresh = not (isinstance(filled, cst.Name) and filled.value in _for_targets(loop))
+            if fresh and self._without_grad(function, filled):
+                method = "state_dict"  # detached copies: weight values that record no graph
+            for index, arg in enumerate(call.args):
+                if arg.star:
+                    return None
+                keyword = arg.keyword.value if arg.keyword is not None else None
+                if keyword == base.value or (keyword is None and index == position):
+                    return arg.value, method, fresh
+        return None
+
+    def helper_entries(self, call: cst.Call) -> cst.BaseExpression | None:
+        """For a call of a module function that fills a dict or list from a parameter's
+        weights (see ``_helper_weights``), what it stores per entry (``v.cpu().half()``)."""
+        if self._helper_weights(call) is None:
+            return None
+        assert isinstance(call.func, cst.Name)
+        function = self._module_functions()[call.func.value]
+        returned = next(
+            r.value for r in self.index.descendants(function, cst.Return) if r.value is not None
+        )
+        assert isinstance(returned, cst.Name)
+        for loop in self.index.descendants(function, cst.For):
+            assert isinstance(loop, cst.For)
+            filled = self._fills(loop, returned.value)
+            if filled is not None:
+                return filled
+        return None
+
+    def _without_grad(self, function: cst.FunctionDef, value: cst.BaseExpression) -> bool:
+        """The helper's entries carry no autograd history: detached, or made under
+        ``no_grad`` / ``inference_mode`` (a decorator or a ``with`` block)."""
+        node: cst.BaseExpression = value
+        while True:
+            if isinstance(node, cst.Attribute):
+                if node.attr.value == "data":
+                    return True
+                node = node.value
+            elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+                if node.func.attr.value == "detach":
+                    return True
+                node = node.func.value
+            else:
+                break
+        guards = [self.code(d.decorator) for d in function.decorators]
+        guards.extend(
+            self.code(item.item)
+            for with_ in self.index.descendants(function, cst.With)
+            if isinstance(with_, cst.With) and self.index.contains(with_, value)
+            for item in with_.items
+        )
+        return any("no_grad" in g or "inference_mode" in g for g in guards)
+
+    def _fills(self, loop: cst.For, result: str) -> cst.BaseExpression | None:
+        """What the loop writes into ``result`` (``result[k] = x``, ``result.append(x)``):
+        ``x``, or None when it writes nothing there."""
+        for node in self.index.descendants(loop.body, (cst.Assign, cst.Call)):
+            if isinstance(node, cst.Assign):
+                target = node.targets[0].target
+                if (
+                    isinstance(target, cst.Subscript)
+                    and isinstance(target.value, cst.Name)
+                    and target.value.value == result
+                ):
+                    return node.value
+            elif (
+                isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Attribute)
+                and node.func.attr.value == "append"
+                and isinstance(node.func.value, cst.Name)
+                and node.func.value.value == result
+                and node.args
+            ):
+                return node.args[0].value
+        return None
+
+    def _module_functions(self) -> dict[str, cst.FunctionDef]:
+        if self._functions is None:
+            self._functions = {
+                f.name.value: f
+                for f in self.ctx.nodes(cst.FunctionDef)
+                if isinstance(f, cst.FunctionDef) and isinstance(self.index.parent(f), cst.Module)
+            }
+        return self._functions
+
+    # What becomes of the result ---------------------------------------------------------------
+    def _dead_name(self, assign: cst.Assign, name: cst.Name) -> str | None:
+        scope = self.index.enclosing(assign, cst.FunctionDef, cst.Lambda, cst.ClassDef)
+        if isinstance(scope, (cst.Lambda, cst.ClassDef)):
+            return None
+        for declaration in (*self.ctx.nodes(cst.Global), *self.ctx.nodes(cst.Nonlocal)):
+            if self.index.enclosing(declaration, cst.FunctionDef) is scope and any(
+                item.name.value == name.value
+                for item in declaration.names  # type: ignore[attr-defined]
+            ):
+                return None
+        kind = self._previous_binding(assign, name.value, scope)
+        if kind is None:
+            return None
+        if self._read_after(assign, name.value, scope):
+            return None
+        return kind
+
+    def _previous_binding(
+        self, assign: cst.Assign, name: str, scope: cst.CSTNode | None
+    ) -> str | None:
+        """How ``name`` was bound before ``assign``: the enclosing ``for`` (no other loop in
+        between), a ``name = X[...]`` / ``X.attr`` earlier in the same block, or a parameter
+        of the function (outside any loop)."""
+        loops_between = False
+        for ancestor in self.index.ancestors(assign):
+            if ancestor is scope:
+                break
+            if isinstance(ancestor, cst.For) and name in _names_in(ancestor.target):
+                return None if loops_between else "loop variable"
+            if isinstance(ancestor, (cst.For, cst.While)):
+                loops_between = True
+        earlier = self._assigned_before(assign, name)
+        if earlier is not None:
+            return "local name" if isinstance(earlier, (cst.Subscript, cst.Attribute)) else None
+        if isinstance(scope, cst.FunctionDef) and not loops_between:
+            params = scope.params
+            every = (*params.posonly_params, *params.params, *params.kwonly_params)
+            if any(p.name.value == name for p in every):
+                return "local name"
+        return None
+
+    def _read_after(self, assign: cst.Assign, name: str, scope: cst.CSTNode | None) -> bool:
+        """Whether ``name`` is read after ``assign`` before it is bound again."""
+        statement = self.index.statement(assign) or assign
+        root = scope if scope is not None else self.ctx.module
+        events = [
+            n
+            for n in self.index.descendants(root, cst.Name)
+            if n.value == name  # type: ignore[attr-defined]
+            and self.index.is_before(statement, n)
+            and not self.index.contains(statement, n)
+            and self._scope_of(n) is scope
+        ]
+        for occurrence in events:
+            if self._other_branch(statement, occurrence):
+                continue  # ``if ...: e = ... else: e.copy_(...)``: never both
+            store = self._is_store(occurrence)
+            if store is None:
+                continue
+            return not store
+        return False
+
+    def _other_branch(self, statement: cst.CSTNode, occurrence: cst.CSTNode) -> bool:
+        """``occurrence`` is in an ``else``/``elif`` of an ``if`` whose body holds
+        ``statement``: the two never run in the same pass."""
+        for ancestor in self.index.ancestors(statement):
+            if (
+                isinstance(ancestor, cst.If)
+                and ancestor.orelse is not None
+                and self.index.contains(ancestor.body, statement)
+                and self.index.contains(ancestor.orelse, occurrence)
+            ):
+                return True
+        return False
+
+    def _scope_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        found = self.index.enclosing(node, cst.FunctionDef, cst.Lambda, cst.ClassDef)
+        return found
+
+    def _is_store(self, name: cst.CSTNode) -> bool | None:
+        """True for a binding, False for a read, None for neither (a comprehension's own)."""
+        child: cst.CSTNode = name
+        for parent in self.index.ancestors(name):
+            if isinstance(parent, (cst.Tuple, cst.List, cst.StarredElement, cst.Element)):
+                child = parent
+                continue
+            if isinstance(parent, cst.AssignTarget):
+                return True
+            if isinstance(parent, cst.For) and parent.target is child:
+                return True
+            if isinstance(parent, cst.CompFor) and parent.target is child:
+                return None
+            if isinstance(parent, cst.AsName):
+                return True
+            if isinstance(parent, cst.NamedExpr) and parent.target is child:
+                return True
+            return isinstance(parent, cst.Del)
+        return False
+
+    def _dead_entry(self, target: cst.Subscript) -> str | None:
+        """``sd[k] = ...`` on a dict made by ``state_dict()`` that is never loaded back."""
+        base = target.value
+        if isinstance(base, cst.Call) and _method_of(base) in ("state_dict", "named_parameters"):
+            return "state_dict"
+        if not isinstance(base, cst.Name):
+            return None
+        value = self.resolver.assigned_value(base)
+        if value is None:
+            return None
+        inner = value
+        if (
+            isinstance(inner, cst.Call)
+            and isinstance(inner.func, cst.Name)
+            and inner.func.value == "dict"
+            and len(inner.args) == 1
+        ):
+            inner = inner.args[0].value
+        if not (
+            isinstance(inner, cst.Call)
+            and isinstance(inner.func, cst.Attribute)
+            and inner.func.attr.value in ("state_dict", "named_parameters", "named_buffers")
+        ):
+            return None
+        if inner.func.attr.value != "state_dict" and inner is value:
+            return None  # a bare generator of pairs, not a dict
+        scope = self.index.enclosing(base, cst.FunctionDef, cst.Lambda, cst.ClassDef)
+        root = scope if scope is not None else self.ctx.module
+        for occurrence in self.index.descendants(root, cst.Name):
+            if occurrence.value != base.value or self._scope_of(occurrence) is not scope:  # type: ignore[attr-defined]
+                continue
+            if not self._dict_only_use(occurrence):
+                return None
+        return "state_dict"
+
+    def _dict_only_use(self, name: cst.CSTNode) -> bool:
+        """``sd[k]``, ``sd.items()``, ``k in sd``, ``len(sd)``, or the binding itself: uses
+        that never hand the dict to anything that could load it."""
+        parent = self.index.parent(name)
+        if isinstance(parent, cst.Subscript) and parent.value is name:
+            return True
+        if isinstance(parent, cst.AssignTarget):
+            return True
+        if isinstance(parent, cst.Attribute) and parent.value is name:
+            return parent.attr.value in ("items", "keys", "values", "get")
+        if isinstance(parent, cst.ComparisonTarget):
+            return True
+        if isinstance(parent, cst.Arg):
+            call = self.index.parent(parent)
+            return isinstance(call, cst.Call) and dotted_name(call.func) == "len"
+        return False
+
+
+_Side = tuple  # (container expression or None, method or None)
+
+
+def _method_of(node: cst.BaseExpression) -> str | None:
+    """The weight method a chain iterates: ``m.state_dict().items()`` -> "state_dict"."""
+    while True:
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            attr = node.func.attr.value
+            if attr in WEIGHT_METHODS:
+                return attr
+            if attr in ("values", "items"):
+                node = node.func.value
+                continue
+            return None
+        if isinstance(node, cst.Attribute) and node.attr.value in (
+            "trainable_variables",
+            "variables",
+        ):
+            return node.attr.value
+        return None
+
+
+def _copies(node: cst.BaseExpression) -> bool:
+    """The expression makes a new tensor (``p.detach().clone()``, ``deepcopy(v)``)."""
+    while True:
+        if isinstance(node, cst.Call):
+            func = node.func
+            name = func.attr.value if isinstance(func, cst.Attribute) else dotted_name(func)
+            if name is not None and name.rsplit(".", 1)[-1] in _COPYING:
+                return True
+            if isinstance(func, cst.Attribute):
+                node = func.value
+                continue
+            return False
+        if isinstance(node, cst.Attribute):
+            node = node.value
+            continue
+        return False
+
+
+def _names_in(target: cst.BaseExpression) -> set[str]:
+    found: set[str] = set()
+
+    def walk(node: cst.BaseExpression) -> None:
+        if isinstance(node, cst.Name):
+            found.add(node.value)
+        elif isinstance(node, (cst.Tuple, cst.List)):
+            for element in node.elements:
+                walk(element.value)
+
+    walk(target)
+    return found
+
+
+_CASTS = frozenset({"half", "float", "bfloat16", "double", "to", "type"})
+
+
+def uncast(node: cst.BaseExpression) -> cst.BaseExpression:
+    """``v.half()`` / ``v.to(torch.float16)`` -> ``v``: the tensor a cast is of."""
+    while (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value in _CASTS
+    ):
+        node = strip_tensor(node.func.value)
+    return node
+
+
+def _root_name(node: cst.BaseExpression | None) -> str | None:
+    while isinstance(node, (cst.Attribute, cst.Subscript)):
+        node = node.value
+    return node.value if isinstance(node, cst.Name) else None
+
+
+def _for_targets(loop: cst.For) -> set[str]:
+    return _names_in(loop.target)
+
+
+def _zip_positions(target: cst.BaseExpression) -> dict[str, int]:
+    """``(n, e), (_, p)`` -> {n: 0, e: 0, p: 1}; ``e, p`` -> {e: 0, p: 1}."""
+    positions: dict[str, int] = {}
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return positions
+    for index, element in enumerate(target.elements):
+        value = element.value
+        if isinstance(value, cst.Name):
+            positions[value.value] = index
+        elif isinstance(value, (cst.Tuple, cst.List)):
+            for inner in value.elements:
+                if isinstance(inner.value, cst.Name):
+                    positions[inner.value.value] = index
+    return positions
+
+
+def _arg(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg.value
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    return positional[position].value if len(positional) > position else None
+
+
+def _added(call: cst.Call) -> tuple[cst.BaseExpression | None, Coefficient | None]:
+    """What ``add_`` adds: ``(p, alpha=a)``, legacy ``(a, p)``, or ``(p * a)``."""
+    args = [a for a in call.args if not a.star]
+    alpha = next((a.value for a in args if a.keyword and a.keyword.value == "alpha"), None)
+    positional = [a.value for a in args if a.keyword is None]
+    if alpha is not None and positional:
+        return positional[0], Coefficient(alpha)
+    if len(positional) == 2:
+        return positional[1], Coefficient(positional[0])
+    if len(positional) == 1:
+        terms = _terms(positional[0])
+        if terms and len(terms) == 1:
+            tensor, coefficient = terms[0]
+            return tensor, Coefficient(coefficient)
+        tensor = positional[0]
+        if isinstance(strip_tensor(tensor), (cst.Name, cst.Attribute, cst.Subscript)) and not (
+            _is_scalar_like(tensor)
+        ):
+            return tensor, Coefficient(_ONE)  # ``add_(p)``: alpha defaults to 1
+    return None, None
+
+
+_ONE = cst.Integer("1")
+
+
+def _is_scalar_like(node: cst.BaseExpression) -> bool:
+    """A coefficient, not a tensor: a number, ``1 - d``, or a name that reads like a weight."""
+    if isinstance(node, (cst.Integer, cst.Float)):
+        return True
+    if isinstance(node, cst.UnaryOperation):
+        return _is_scalar_like(node.expression)
+    if isinstance(node, cst.BinaryOperation):
+        return _is_scalar_like(node.left) or _is_scalar_like(node.right)
+    if not isinstance(node, (cst.Name, cst.Attribute)):
+        return False
+    last = (dotted_name(node) or "").rsplit(".", 1)[-1].lower()
+    return any(word in last for word in _WEIGHT_WORDS) or last in _SHORT_WEIGHTS
+
+
+_WEIGHT_WORDS = ("decay", "beta", "alpha", "momentum", "rate", "tau", "polyak", "lambda")
+_SHORT_WEIGHTS = {"m", "d", "a", "mu", "rho", "gamma", "w", "k", "lam"}
+
+
+def _terms(expr: cst.BaseExpression) -> list[tuple[cst.BaseExpression, cst.BaseExpression]] | None:
+    """``a*x + b*y`` -> [(x, a), (y, b)]: tensors with their coefficients."""
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+        left = _terms(expr.left)
+        right = _terms(expr.right)
+        if left is None or right is None:
+            return None
+        return left + right
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+        left, right = expr.left, expr.right
+        if _is_scalar_like(left) and not _is_scalar_like(right):
+            return [(right, left)]
+        if _is_scalar_like(right) and not _is_scalar_like(left):
+            return [(left, right)]
+        # ``(1 - decay) * w``: both read like weights, but a short name (``w``, ``k``) next
+        # to a written coefficient is the tensor (``for ema_w, w in zip(...)``).
+        if _scalar_rank(left) > 1 and _scalar_rank(right) == 1:
+            return [(right, left)]
+        if _scalar_rank(right) > 1 and _scalar_rank(left) == 1:
+            return [(left, right)]
+        return None
+    return None
+
+
+def _scalar_rank(node: cst.BaseExpression) -> int:
+    """How surely an operand is a coefficient: 3, a number or arithmetic on one (``1 - d``);
+    2, a name with a weight's word (``decay``); 1, a short name that may be either (``w``);
+    0, not a coefficient."""
+    if isinstance(node, (cst.Integer, cst.Float)):
+        return 3
+    if isinstance(node, cst.UnaryOperation):
+        return _scalar_rank(node.expression)
+    if isinstance(node, cst.BinaryOperation):
+        return 3 if max(_scalar_rank(node.left), _scalar_rank(node.right)) == 3 else 0
+    if not isinstance(node, (cst.Name, cst.Attribute)):
+        return 0
+    last = (dotted_name(node) or "").rsplit(".", 1)[-1].lower()
+    if any(word in last for word in _WEIGHT_WORDS):
+        return 2
+    return 1 if last in _SHORT_WEIGHTS else 0

@@ -1,0 +1,180 @@
+"""Model wrappers: which expression holds a DDP / DataParallel / FSDP / compiled /
+``accelerator.prepare``-d model at a given point, and how to reach the model inside.
+
+Wrapping rebinds the name (``model = DDP(model)``, ``model, opt = accelerator.prepare(model,
+opt)``), so the question is flow-sensitive: an EMA copied before the wrapping copies the
+bare model, one copied after copies the wrapper. The last assignment to the same name (or
+``self.`` attribute) before the point, in the same function, decides; an assignment inside a
+branch or loop that does not also hold the point may not have run (``conditional``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from ema_lint.analysis.syntax.context import FileContext
+from ema_lint.analysis.syntax.names import ImportTable, dotted_name
+
+_WRAPPERS = {
+    "torch.nn.parallel.DistributedDataParallel": "DistributedDataParallel",
+    "torch.nn.parallel.distributed.DistributedDataParallel": "DistributedDataParallel",
+    "torch.nn.DataParallel": "DataParallel",
+    "torch.nn.parallel.DataParallel": "DataParallel",
+    "torch.nn.parallel.data_parallel.DataParallel": "DataParallel",
+    "torch.distributed.fsdp.FullyShardedDataParallel": "FullyShardedDataParallel",
+    "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel": (
+        "FullyShardedDataParallel"
+    ),
+    "torch.compile": "torch.compile",
+    "deepspeed.initialize": "deepspeed.initialize",
+}
+# The attribute that holds the wrapped model, per wrapper (None: no safe way in).
+UNWRAP_ATTRIBUTE = {
+    "DistributedDataParallel": "module",
+    "DataParallel": "module",
+    "deepspeed.initialize": "module",
+    "torch.compile": "_orig_mod",
+    "FullyShardedDataParallel": None,
+    "accelerator.prepare": None,  # accelerator.unwrap_model(model)
+}
+_BRANCHES = (cst.If, cst.For, cst.While, cst.Try, cst.With)
+
+
+@dataclass(frozen=True, eq=False)
+class Wrapping:
+    """An expression that holds a wrapped model at some point."""
+
+    wrapper: str  # "DistributedDataParallel", "torch.compile", "accelerator.prepare", ...
+    call: cst.Call  # the wrapping call
+    assignment: cst.CSTNode | None  # the statement that bound the name (None: inline call)
+    conditional: bool  # the wrapping may not have happened on the way to the point
+    accelerator: cst.BaseExpression | None = None  # for accelerator.prepare
+
+
+class ModelWrappers:
+    """Wrapping calls of the module, and what an expression holds at a point."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.index = ctx.index
+        self.imports = ctx.get(ImportTable)
+
+    @classmethod
+    def build(cls, ctx: FileContext) -> ModelWrappers:
+        return cls(ctx)
+
+    def wrapper_call(self, call: cst.CSTNode) -> tuple[str, cst.BaseExpression | None] | None:
+        """(wrapper name, accelerator) if ``call`` wraps a model."""
+        if not isinstance(call, cst.Call):
+            return None
+        for name in self.imports.qualified_names(call.func):
+            if name in _WRAPPERS:
+                return _WRAPPERS[name], None
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "prepare":
+            receiver = dotted_name(func.value) or ""
+            if "accelerator" in receiver.rsplit(".", 1)[-1].lower():
+                return "accelerator.prepare", func.value
+        return None
+
+    def wrapped_at(self, expr: cst.BaseExpression, at: cst.CSTNode) -> Wrapping | None:
+        """The wrapping ``expr`` holds when ``at`` runs, if it holds a wrapped model."""
+        found = self.wrapper_call(expr)
+        if found is not None:
+            assert isinstance(expr, cst.Call)
+            return Wrapping(found[0], expr, None, False, found[1])
+        code = dotted_name(expr)
+        if code is None or not isinstance(expr, (cst.Name, cst.Attribute)):
+            return None
+        scope = self.index.enclosing(at, cst.FunctionDef)
+        last: tuple[cst.CSTNode, cst.BaseExpression | None] | None = None
+        for assign in self._assignments_binding(scope, code):
+            if not self.index.is_before(assign, at) or self.index.contains(assign, at):
+                continue
+            value = self._value_for(assign, code)  # type: ignore[arg-type]
+            if value is not _MISSING:
+                last = (assign, value)  # type: ignore[assignment]
+        if last is None:
+            return None
+        assign, value = last
+        if value is None:
+            return None
+        found = self.wrapper_call(value)
+        if found is None:
+            return None
+        assert isinstance(value, cst.Call)
+        conditional = any(
+            isinstance(a, _BRANCHES)
+            and not self.index.contains(a, at)
+            and not isinstance(a, cst.With)
+            for a in self._ancestors_within(assign, scope)
+        )
+        return Wrapping(found[0], value, assign, conditional, found[1])
+
+    def _assignments(self) -> dict[int, list[cst.Assign]]:
+        """Assignments by the id of their function (``id(None)`` at module level)."""
+        found = getattr(self, "_by_scope", None)
+        if found is None:
+            found = self._by_scope = {}
+            for assign in self.ctx.nodes(cst.Assign):
+                scope = self.index.enclosing(assign, cst.FunctionDef)
+                found.setdefault(id(scope), []).append(assign)
+        return found
+
+    def _assignments_binding(self, scope: cst.CSTNode | None, code: str) -> list[cst.Assign]:
+        """The assignments of ``scope`` with a target (or a tuple element) spelled ``code``:
+        the only ones ``_value_for`` finds a value in, grouped once per scope."""
+        tables = getattr(self, "_binding", None)
+        if tables is None:
+            tables = self._binding = {}
+        table = tables.get(id(scope))
+        if table is None:
+            table = tables[id(scope)] = {}
+            for assign in self._assignments().get(id(scope), []):
+                spelled: list[str | None] = []
+                for target in assign.targets:
+                    node = target.target
+                    spelled.append(dotted_name(node))
+                    if isinstance(node, (cst.Tuple, cst.List)):
+                        spelled.extend(dotted_name(e.value) for e in node.elements)
+                for name in dict.fromkeys(spelled):
+                    if name is not None:
+                        table.setdefault(name, []).append(assign)
+        return table.get(code, [])
+
+    def _ancestors_within(self, node: cst.CSTNode, scope: cst.CSTNode | None):
+        for ancestor in self.index.ancestors(node):
+            if ancestor is scope:
+                return
+            yield ancestor
+
+    def _value_for(self, assign: cst.Assign, code: str):
+        """What ``assign`` binds to ``code``: the value, the matching argument of an
+        ``accelerator.prepare(...)`` or the model of ``deepspeed.initialize`` for a tuple
+        target, None for an unknown element; _MISSING when it does not bind ``code``."""
+        for target in assign.targets:
+            node = target.target
+            if dotted_name(node) == code:
+                return assign.value
+            if isinstance(node, (cst.Tuple, cst.List)):
+                for position, element in enumerate(node.elements):
+                    if dotted_name(element.value) != code:
+                        continue
+                    value = assign.value
+                    wrapper = self.wrapper_call(value)
+                    if wrapper is None:
+                        return None
+                    if wrapper[0] == "deepspeed.initialize":
+                        return value if position == 0 else None
+                    if wrapper[0] == "accelerator.prepare":
+                        assert isinstance(value, cst.Call)
+                        args = [a for a in value.args if a.keyword is None and not a.star]
+                        if position < len(args) and not any(a.star for a in value.args):
+                            return value
+                    return None
+        return _MISSING
+
+
+_MISSING = object()

@@ -1,0 +1,93 @@
+"""The facts about one module that rules share, each computed once and only when asked for.
+
+A *provider* is any class with a ``build(ctx)`` classmethod. ``ctx.get(Provider)`` builds it
+on first use from the module index (no extra traversal) and caches it, so the import table,
+the value resolver or the training-loop model exist only for files whose rules need them,
+and never twice. A provider that fails is cached as failed: every rule that needs it is then
+reported as crashed on that file, while the other rules still run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+import libcst as cst
+
+from ema_lint.analysis.syntax.index import ModuleIndex
+
+T = TypeVar("T")
+
+
+class Provider(Protocol):
+    @classmethod
+    def build(cls, ctx: FileContext) -> Any: ...
+
+
+class _Failed:
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+_UNSET: Any = object()
+
+
+class FileContext:
+    """One parsed module and the lazily built facts about it."""
+
+    def __init__(
+        self,
+        module: cst.Module,
+        path: str,
+        project: Callable[[FileContext], Any] | None = None,
+    ) -> None:
+        self.module = module
+        self.path = path
+        self.index = ModuleIndex(module)
+        self._facts: dict[type, Any] = {}
+        self._project_factory = project
+        self._project: Any = _UNSET
+
+    @property
+    def project(self) -> Any:
+        """What the other modules of the project say (``analysis.project.ProjectLink``), or
+        None for a text with no project around it. Built on first use; lower layers ask it
+        questions through duck typing, so they never import the project layer."""
+        if self._project is _UNSET:
+            factory = self._project_factory
+            try:
+                self._project = factory(self) if factory is not None else None
+            except Exception:
+                self._project = None
+        return self._project
+
+    def get(self, provider: type[T]) -> T:
+        facts = self._facts
+        if provider in facts:
+            value = facts[provider]
+        else:
+            facts[provider] = _building = _Failed(
+                RecursionError(f"{provider.__name__} needs itself")
+            )
+            try:
+                value = provider.build(self)  # type: ignore[attr-defined]
+            except Exception as error:
+                value = _Failed(error)
+            if facts.get(provider) is _building:
+                facts[provider] = value
+        if isinstance(value, _Failed):
+            raise value.error
+        return value
+
+    # Shorthands for the index, which every rule uses.
+    def nodes(self, cls: type[cst.CSTNode]) -> list[cst.CSTNode]:
+        return self.index.nodes(cls)
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        return self.index.parent(node)
+
+    def code(self, node: cst.CSTNode) -> str:
+        """Source text of a node, for messages."""
+        return self.module.code_for_node(node)

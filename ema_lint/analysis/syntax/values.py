@@ -1,0 +1,1283 @@
+"""Static values of expressions, followed to where they are written.
+
+A decay in a real script is rarely a literal at the call: it sits in a constant, an argparse
+default, a dataclass field, a config dict or a local variable. The resolver follows an
+expression to a number (or string, bool, or a qualified name such as ``torch.float16``) and
+remembers where it came from (``via``, for messages: "--ema-decay default", "EMA_DECAY") and
+the literal that spells it (``origin``, for fixes). Anything it cannot follow is *unknown*,
+and no value rule fires on an unknown.
+
+Paths followed:
+
+- literals, unary minus, arithmetic and ``**`` on resolvable values, ``min``/``max``/``abs``/
+  ``float``/``int`` of them, ``math.exp``/``math.log``/``math.sqrt``;
+- names: a binding is followed only when the name has exactly one binding in its scope
+  (function, class body or module; ``global`` declarations honoured), flow-insensitively;
+- function parameters: the value every in-module caller passes (``f(x, 0.99)``,
+  ``self.f(...)``, ``Class(...)`` for ``__init__``) when they all agree, else the default
+  when no caller passes it;
+- ``args.x`` where ``x`` is the destination of an ``add_argument`` of the module (dashes to
+  underscores, ``dest=``, ``set_defaults``, string defaults converted by ``type=``), the
+  parser being built anywhere in the module;
+- ``cfg.x`` where ``cfg`` is an instance of a dataclass / attrs / pydantic class of the
+  module (constructed in the module, or a parameter annotated with it): the constructor
+  argument, else the field default; nested ``cfg.ema.decay`` through ``default_factory``;
+- ``Class.NAME`` and ``self.NAME`` class constants, ``self.x`` assigned once in the class;
+- dict literals and ``dict(...)``: ``config["k"]``, ``config.get("k", default)``, nested.
+
+The resolver is built from the module index (the node lists by type), never another walk.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import Union
+
+import libcst as cst
+
+from ema_lint.analysis.syntax.context import FileContext
+from ema_lint.analysis.syntax.names import ImportTable, dotted_name
+
+
+@dataclass(frozen=True)
+class Symbol:
+    """A value that is a named object, e.g. ``torch.float16``."""
+
+    qualname: str
+
+    def __str__(self) -> str:
+        return self.qualname
+
+
+Scalar = Union[int, float, str, bool, None, Symbol]  # noqa: UP007
+
+
+@dataclass(frozen=True, eq=False)
+class Value:
+    """A resolved value and where it came from."""
+
+    value: Scalar
+    # The literal that spells the value when it is exactly one literal (for fixes), else None.
+    origin: cst.BaseExpression | None
+    # How the value was reached, for messages ("EMA_DECAY", "--ema-decay default"); "" if direct.
+    via: str = ""
+    # True when a name on the way is also used elsewhere: editing ``origin`` changes more
+    # than the expression that was resolved.
+    shared: bool = False
+    # "half-life" when the number is computed from a half-life or time constant
+    # (``0.5 ** (batch / halflife)``, ``math.exp(-1 / tau)``): a deliberately chosen horizon.
+    form: str = ""
+
+    @property
+    def number(self) -> float | None:
+        """The value as a finite float, else None (a string, or a number no float holds)."""
+        v = self.value
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return None
+        try:
+            number = float(v)
+        except OverflowError:
+            return None
+        return number if math.isfinite(number) else None
+
+
+_BINARY: dict[type, Callable[[float, float], float]] = {
+    cst.Add: operator.add,
+    cst.Subtract: operator.sub,
+    cst.Multiply: operator.mul,
+    cst.Divide: operator.truediv,
+    cst.FloorDivide: operator.floordiv,
+    cst.Modulo: operator.mod,
+    cst.Power: operator.pow,
+}
+
+# Folding is bounded: an integer operand or result wider than this is unknown (it is no
+# training setting, and ``10**10**10`` would take forever), and so is a non-finite float.
+MAX_INT_BITS = 4096
+
+_MATH_FUNCTIONS: dict[str, Callable[..., float]] = {
+    "math.exp": math.exp,
+    "math.log": math.log,
+    "math.sqrt": math.sqrt,
+    "math.log2": math.log2,
+    "math.log10": math.log10,
+    "numpy.exp": math.exp,
+    "numpy.log": math.log,
+    "numpy.sqrt": math.sqrt,
+}
+_MATH_CONSTANTS = {"math.pi": math.pi, "math.e": math.e, "numpy.pi": math.pi, "numpy.e": math.e}
+_BUILTINS: dict[str, Callable[..., object]] = {
+    "min": min,
+    "max": max,
+    "abs": abs,
+    "float": float,
+    "int": int,
+    "round": round,
+}
+_DATACLASS_DECORATORS = {
+    "dataclass",
+    "dataclasses.dataclass",
+    "attr.s",
+    "attr.attrs",
+    "attr.define",
+    "attr.frozen",
+    "attr.mutable",
+    "attrs.define",
+    "attrs.frozen",
+    "attrs.mutable",
+    "define",
+    "frozen",
+    "mutable",
+    "pydantic.dataclasses.dataclass",
+    "flax.struct.dataclass",
+    "struct.dataclass",
+    "chex.dataclass",
+}
+_DATACLASS_BASES = {"BaseModel", "BaseSettings", "NamedTuple", "PretrainedConfig"}
+_FIELD_FUNCTIONS = {"field", "ib", "attrib", "Field"}
+# Methods that return their receiver (``EMA(model).to(device)`` is still an ``EMA``).
+_SAME_OBJECT = {"to", "cuda", "cpu", "eval", "train", "float", "half", "requires_grad_"}
+
+
+def literal_number(node: cst.BaseExpression) -> int | float | None:
+    """The number spelled by an Integer/Float literal (with an optional unary minus)."""
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        inner = literal_number(node.expression)
+        return None if inner is None else -inner
+    if isinstance(node, (cst.Integer, cst.Float)):
+        try:
+            number = node.evaluated_value
+        except (ValueError, SyntaxError):
+            return None
+        return number if _bounded(number) else None
+    return None
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _bounded(value: object) -> bool:
+    """False for the numbers folding treats as unknown: ``inf``, ``nan``, huge integers."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, int):
+        return value.bit_length() <= MAX_INT_BITS
+    return True
+
+
+def _fold(op: Callable[[float, float], float], left: float, right: float) -> object:
+    """``op(left, right)``, or None when its result would exceed the bounds (unknown)."""
+    if not (_bounded(left) and _bounded(right)):
+        return None
+    if isinstance(left, int) and isinstance(right, int):
+        bits = max(abs(left).bit_length(), 1)
+        if op is operator.pow and right > 0 and abs(left) > 1 and bits * right > MAX_INT_BITS:
+            return None
+        if op is operator.mul and bits + abs(right).bit_length() > MAX_INT_BITS + 1:
+            return None
+    result = op(left, right)
+    return result if _bounded(result) else None
+
+
+def _string(node: cst.CSTNode | None) -> str | None:
+    if isinstance(node, cst.SimpleString):
+        try:
+            value = node.evaluated_value
+        except (ValueError, SyntaxError):
+            return None
+        return value if isinstance(value, str) else None
+    return None
+
+
+Scope = Union[cst.FunctionDef, cst.ClassDef, cst.Lambda, None]  # noqa: UP007
+_SCOPE_TYPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+
+
+@dataclass(frozen=True, eq=False)
+class Binding:
+    """One binding of a name in a scope: an assigned expression, a parameter, or other."""
+
+    kind: str  # "assign", "param", "other"
+    value: cst.BaseExpression | None = None
+    param: cst.Param | None = None
+    function: cst.FunctionDef | cst.Lambda | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class ArgparseOption:
+    """One ``add_argument`` call: its destination, default and ``type=``."""
+
+    call: cst.Call
+    dest: str
+    flag: str  # the option as written, for messages ("--ema-decay")
+    default: cst.BaseExpression | None
+    implicit_default: Scalar = None
+    type_name: str | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class _Instance:
+    """An instance of a dataclass-like class of the module (call None: unknown arguments)."""
+
+    cls: cst.ClassDef
+    call: cst.Call | None
+
+
+@dataclass(frozen=True, eq=False)
+class _Mapping:
+    node: cst.Dict | cst.Call
+    name: str | None  # the name the mapping is bound to, for mutation checks
+
+
+_Object = Union[_Instance, _Mapping]  # noqa: UP007
+
+
+class ValueResolver:
+    """Constant folding over the module's bindings, with provenance."""
+
+    # Give up on chains longer than this (a = b, b = c, ...), and on cycles.
+    MAX_DEPTH = 24
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.index = ctx.index
+        self.imports = ctx.get(ImportTable)
+        self._scopes: dict[int, dict[str, list[Binding]]] | None = None
+        self._globals: dict[int, set[str]] = {}
+        self._argparse: dict[str, list[ArgparseOption]] | None = None
+        self._set_defaults: dict[str, cst.BaseExpression] = {}
+        self._calls_by_name: dict[str, list[cst.Call]] | None = None
+        self._classes: dict[str, list[cst.ClassDef]] | None = None
+        self._self_attrs: dict[int, dict[str, list[cst.BaseExpression | None]]] = {}
+        self._self_attrs_built = False
+        self._name_counts: Counter[str] | None = None
+        self._attr_counts: Counter[str] | None = None
+        self._attr_assigned: dict[str, set[str]] | None = None
+        self._subscript_assigned: set[str] | None = None
+
+    @classmethod
+    def build(cls, ctx: FileContext) -> ValueResolver:
+        return cls(ctx)
+
+    # Public ---------------------------------------------------------------------------------
+    def resolve(self, node: cst.BaseExpression) -> Value | None:
+        """The static value of ``node``, or None when it is unknown (``inf``, ``nan`` and
+        integers no float holds are unknown: no rule has to expect them)."""
+        try:
+            value = self._resolve(node, 0)
+        except RecursionError:
+            return None
+        return value if value is None or _bounded(value.value) else None
+
+    def number(self, node: cst.BaseExpression) -> float | None:
+        value = self.resolve(node)
+        return None if value is None else value.number
+
+    def possible(self, node: cst.BaseExpression) -> list[Value]:
+        """Every value ``node`` may have: for a name bound several times in its scope (as in
+        ``dtype = torch.float32`` then ``if fp16: dtype = torch.float16``), the value of each
+        binding that resolves; else the single resolved value (or nothing)."""
+        single = self.resolve(node)
+        if single is not None:
+            return [single]
+        if not isinstance(node, cst.Name):
+            return []
+        found: list[Value] = []
+        for binding in self._lookup(node.value, self._scope_of(node)) or []:
+            if binding.kind == "assign" and binding.value is not None:
+                value = self.resolve(binding.value)
+                if value is not None:
+                    found.append(Value(value.value, value.origin, value.via or node.value, True))
+        return found
+
+    def qualified(self, node: cst.BaseExpression) -> str | None:
+        """The qualified name ``node`` stands for (through imports and single bindings)."""
+        value = self.resolve(node)
+        if value is not None and isinstance(value.value, Symbol):
+            return value.value.qualname
+        return None
+
+    def bindings_of(self, name: cst.Name) -> list[Binding] | None:
+        """The bindings of a name as seen where it is used (None: not bound in the module)."""
+        return self._lookup(name.value, self._scope_of(name))
+
+    def visible(self, name: str, at: cst.CSTNode) -> list[Binding] | None:
+        """The bindings ``name`` would have if it were written at ``at`` (None: unbound).
+
+        For fixes that write a name somewhere new: the list is the same object as
+        ``bindings_of`` returns for a use of the same binding, so ``is`` compares them."""
+        return self._lookup(name, self._scope_of(at))
+
+    def callers(self, function: cst.FunctionDef) -> list[cst.Call]:
+        """In-module calls of ``function``: ``f(...)``, ``self.f(...)``, ``Class(...)``."""
+        return self._callers(function)
+
+    def argument_for(
+        self, function: cst.FunctionDef, param: cst.Param, call: cst.Call
+    ) -> cst.BaseExpression | None:
+        """The expression ``call`` passes for ``param`` (None: not passed, or unknown)."""
+        arg = _argument_for(function, param, call)
+        return arg if isinstance(arg, cst.BaseExpression) else None
+
+    def self_assignments(self, cls: cst.ClassDef) -> dict[str, list[cst.BaseExpression | None]]:
+        """``self.x = value`` in the methods of ``cls``, by attribute (None: augmented)."""
+        return self._self_attributes(cls)
+
+    def assigned_value(self, node: cst.BaseExpression) -> cst.BaseExpression | None:
+        """The one expression a name (seen where ``node`` is) or ``self.x`` is assigned, when
+        it is assigned exactly once; None otherwise."""
+        if isinstance(node, cst.Name):
+            bindings = self.bindings_of(node) or []
+            if len(bindings) == 1 and bindings[0].kind == "assign":
+                return bindings[0].value
+            return None
+        if (
+            isinstance(node, cst.Attribute)
+            and isinstance(node.value, cst.Name)
+            and node.value.value == "self"
+        ):
+            cls = self.class_of_self(node)
+            if cls is None:
+                return None
+            values = self.self_assignments(cls).get(node.attr.value, [])
+            if len(values) == 1:
+                return values[0]
+        return None
+
+    def instance_class(self, node: cst.BaseExpression, depth: int = 0) -> cst.ClassDef | None:
+        """The module class ``node`` is an instance of: ``ema`` after ``ema = EMA(model)``
+        (also ``EMA(model).to(device)``), ``self.ema`` assigned so in a method, or a
+        parameter every in-module caller passes one to."""
+        if depth > self.MAX_DEPTH:
+            return None
+        while (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in _SAME_OBJECT
+        ):
+            node = node.func.value
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name):
+            classes = self._class_table().get(node.func.value, [])
+            return classes[0] if len(classes) == 1 else None
+        if not isinstance(node, (cst.Name, cst.Attribute)):
+            return None
+        value = self.assigned_value(node)
+        if value is not None:
+            return self.instance_class(value, depth + 1)
+        if isinstance(node, cst.Name):
+            bindings = self.bindings_of(node) or []
+            if len(bindings) == 1 and bindings[0].kind == "param":
+                binding = bindings[0]
+                function = binding.function
+                if isinstance(function, cst.FunctionDef) and binding.param is not None:
+                    found: cst.ClassDef | None = None
+                    for call in self.callers(function):
+                        arg = self.argument_for(function, binding.param, call)
+                        cls = self.instance_class(arg, depth + 1) if arg is not None else None
+                        if cls is None or (found is not None and cls is not found):
+                            return None
+                        found = cls
+                    return found
+        return None
+
+    def class_of_self(self, node: cst.CSTNode) -> cst.ClassDef | None:
+        """The class whose method holds ``node`` (what ``self`` is there)."""
+        return self._class_named(cst.Name("self"), node)
+
+    def argparse_options(self) -> dict[str, list[ArgparseOption]]:
+        """Every ``add_argument`` of the module, by destination."""
+        self._ensure_argparse()
+        assert self._argparse is not None
+        return self._argparse
+
+    def mapping(self, node: cst.BaseExpression) -> cst.Dict | cst.Call | None:
+        """The dict literal or ``dict(...)`` call ``node`` is bound to, if known."""
+        obj = self._object(node, 0)
+        return obj.node if isinstance(obj, _Mapping) else None
+
+    def mapping_items(self, node: cst.Dict | cst.Call) -> Iterator[tuple[str, cst.BaseExpression]]:
+        """String keys and values of a dict literal or ``dict(k=v)`` call."""
+        yield from _mapping_items(node)
+
+    # Expressions -----------------------------------------------------------------------------
+    def _resolve(self, node: cst.BaseExpression, depth: int) -> Value | None:
+        if depth > self.MAX_DEPTH:
+            return None
+        if isinstance(node, (cst.Integer, cst.Float)):
+            number = literal_number(node)
+            return None if number is None else Value(number, node)
+        if isinstance(node, cst.SimpleString):
+            text = _string(node)
+            return None if text is None else Value(text, node)
+        if isinstance(node, cst.Name):
+            if node.value in ("True", "False", "None"):
+                return Value({"True": True, "False": False, "None": None}[node.value], node)
+            return self._resolve_name(node, depth)
+        if isinstance(node, cst.UnaryOperation):
+            inner = self._resolve(node.expression, depth + 1)
+            if inner is None:
+                return None
+            if isinstance(node.operator, cst.Not) and isinstance(inner.value, bool):
+                return Value(not inner.value, None, inner.via, inner.shared)
+            if not _is_number(inner.value):
+                return None
+            if isinstance(node.operator, cst.Minus):
+                origin = node if inner.origin is node.expression else None
+                return Value(-inner.value, origin, inner.via, inner.shared)  # type: ignore[operator]
+            if isinstance(node.operator, cst.Plus):
+                return Value(inner.value, None, inner.via, inner.shared)
+            return None
+        if isinstance(node, cst.BinaryOperation):
+            return self._resolve_binary(node, depth)
+        if isinstance(node, cst.Attribute):
+            return self._resolve_attribute(node, depth)
+        if isinstance(node, cst.Subscript):
+            return self._resolve_subscript(node, depth)
+        if isinstance(node, cst.Call):
+            return self._resolve_call(node, depth)
+        return None
+
+    def _resolve_binary(self, node: cst.BinaryOperation, depth: int) -> Value | None:
+        op = _BINARY.get(type(node.operator))
+        if op is None:
+            return None
+        left = self._resolve(node.left, depth + 1)
+        if left is None or not _is_number(left.value):
+            return None
+        right = self._resolve(node.right, depth + 1)
+        if right is None or not _is_number(right.value):
+            return None
+        try:
+            result = _fold(op, left.value, right.value)  # type: ignore[arg-type]
+        except (ArithmeticError, ValueError, OverflowError):
+            return None
+        if result is None or isinstance(result, complex):
+            return None
+        form = left.form or right.form
+        if isinstance(node.operator, cst.Power) and left.value in (0.5, 2):
+            form = "half-life"
+        return Value(result, None, left.via or right.via, left.shared or right.shared, form)
+
+    def _resolve_call(self, node: cst.Call, depth: int) -> Value | None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "get":
+            return self._resolve_get(node, depth)
+        name = dotted_name(func)
+        if name is None:
+            return None
+        function: Callable[..., object] | None = None
+        if name in _BUILTINS and not self._is_bound(name, node):
+            function = _BUILTINS[name]
+        else:
+            for qualified in self.imports.qualified_names(func):
+                function = _MATH_FUNCTIONS.get(qualified)
+                if function is not None:
+                    break
+        if function is None or not node.args or any(a.star or a.keyword for a in node.args):
+            return None
+        values = [self._resolve(a.value, depth + 1) for a in node.args]
+        if any(v is None or not _is_number(v.value) for v in values):
+            return None
+        try:
+            result = function(*(v.value for v in values))  # type: ignore[union-attr]
+        except (ArithmeticError, ValueError, TypeError, OverflowError):
+            return None
+        if not _is_number(result) or not _bounded(result):
+            return None
+        via = next((v.via for v in values if v and v.via), "")
+        origin = values[0].origin if len(values) == 1 and name in ("float", "int") else None
+        form = "half-life" if function is math.exp else next((v.form for v in values if v), "")
+        shared = any(v.shared for v in values if v)
+        return Value(result, origin, via, shared, form)  # type: ignore[arg-type]
+
+    def _is_bound(self, name: str, node: cst.CSTNode) -> bool:
+        return bool(self._lookup(name, self._scope_of(node)))
+
+    # Names -----------------------------------------------------------------------------------
+    def _resolve_name(self, node: cst.Name, depth: int) -> Value | None:
+        name = node.value
+        bindings = self._lookup(name, self._scope_of(node))
+        if bindings is None:
+            # Not bound in the module: an import, or a name we know nothing about.
+            for qualified in self.imports.qualified_names(node):
+                if qualified in _MATH_CONSTANTS:
+                    return Value(_MATH_CONSTANTS[qualified], None, qualified)
+                return Value(Symbol(qualified), None)
+            return None
+        if len(bindings) != 1:
+            return None
+        binding = bindings[0]
+        shared = self._name_count(name) > 2
+        if binding.kind == "assign" and binding.value is not None:
+            inner = self._resolve(binding.value, depth + 1)
+            if inner is None:
+                return None
+            return replace(inner, via=inner.via or name, shared=inner.shared or shared)
+        if binding.kind == "param" and binding.param is not None:
+            return self._resolve_param(binding, depth)
+        if binding.kind == "import":
+            for qualified in self.imports.qualified_names(node):
+                if qualified in _MATH_CONSTANTS:
+                    return Value(_MATH_CONSTANTS[qualified], None, qualified)
+                return Value(Symbol(qualified), None)
+        return None
+
+    def _resolve_param(self, binding: Binding, depth: int) -> Value | None:
+        """A parameter: what every caller in the module passes, or its default."""
+        param = binding.param
+        function = binding.function
+        assert param is not None
+        name = param.name.value
+        passed: list[cst.BaseExpression] = []
+        missing = 0
+        if isinstance(function, cst.FunctionDef):
+            for call in self._callers(function):
+                arg = _argument_for(function, param, call)
+                if arg is _STAR:
+                    return None
+                if arg is None:
+                    missing += 1
+                else:
+                    passed.append(arg)  # type: ignore[arg-type]
+        if passed:
+            if missing and param.default is None:
+                return None
+            values = [self._resolve(a, depth + 1) for a in passed]
+            if missing:
+                default = self._resolve(param.default, depth + 1) if param.default else None
+                values.append(default)
+            if any(v is None for v in values):
+                return None
+            first = values[0]
+            assert first is not None
+            if any(v.value != first.value for v in values if v is not None):
+                return None
+            origin = first.origin if len(values) == 1 else None
+            return Value(first.value, origin, first.via or name, len(values) > 1 or first.shared)
+        if param.default is None:
+            return None
+        inner = self._resolve(param.default, depth + 1)
+        if inner is None:
+            return None
+        return replace(inner, via=inner.via or f"the default of {name}", shared=inner.shared)
+
+    def _scope_of(self, node: cst.CSTNode) -> Scope:
+        """The innermost function, lambda or class whose body holds ``node``."""
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, _SCOPE_TYPES):
+                if isinstance(ancestor, cst.FunctionDef) and _in_header(ancestor, node, self):
+                    continue  # defaults and decorators belong to the enclosing scope
+                return ancestor
+        return None
+
+    def _lookup(self, name: str, scope: Scope) -> list[Binding] | None:
+        """The bindings of ``name`` seen from ``scope`` (None: not bound in the module)."""
+        scopes = self._scope_table()
+        current: Scope = scope
+        first = True
+        while True:
+            key = id(current) if current is not None else 0
+            if current is not None and name in self._globals.get(key, set()):
+                current = None
+                continue
+            # A class body is visible only to code directly in it, not to its methods.
+            if first or not isinstance(current, cst.ClassDef):
+                bindings = scopes.get(key, {}).get(name)
+                if bindings:
+                    return bindings
+            if current is None:
+                return None
+            first = False
+            current = self._parent_scope(current)
+
+    def _parent_scope(self, scope: cst.CSTNode) -> Scope:
+        for ancestor in self.index.ancestors(scope):
+            if isinstance(ancestor, _SCOPE_TYPES):
+                return ancestor
+        return None
+
+    def _scope_table(self) -> dict[int, dict[str, list[Binding]]]:
+        if self._scopes is not None:
+            return self._scopes
+        table: dict[int, dict[str, list[Binding]]] = {}
+        ctx = self.ctx
+
+        def add(node: cst.CSTNode, name: str, binding: Binding) -> None:
+            scope = self._scope_of(node)
+            table.setdefault(id(scope) if scope is not None else 0, {}).setdefault(name, []).append(
+                binding
+            )
+
+        def targets(node: cst.BaseExpression) -> Iterator[cst.Name]:
+            if isinstance(node, cst.Name):
+                yield node
+            elif isinstance(node, (cst.Tuple, cst.List)):
+                for element in node.elements:
+                    yield from targets(element.value)
+            elif isinstance(node, cst.StarredElement):
+                yield from targets(node.value)
+
+        for node in ctx.nodes(cst.Assign):
+            for target in node.targets:
+                if isinstance(target.target, cst.Name):
+                    add(node, target.target.value, Binding("assign", node.value))
+                else:
+                    for name in targets(target.target):
+                        add(node, name.value, Binding("other"))
+        for node in ctx.nodes(cst.AnnAssign):
+            if isinstance(node.target, cst.Name):
+                kind = "assign" if node.value is not None else "annotation"
+                if kind == "assign":
+                    add(node, node.target.value, Binding("assign", node.value))
+        for node in ctx.nodes(cst.AugAssign):
+            if isinstance(node.target, cst.Name):
+                add(node, node.target.value, Binding("other"))
+        for node in ctx.nodes(cst.For):
+            for name in targets(node.target):
+                add(node, name.value, Binding("other"))
+        for node in ctx.nodes(cst.WithItem):
+            if node.asname is not None:
+                for name in targets(node.asname.name):
+                    add(node, name.value, Binding("other"))
+        for node in ctx.nodes(cst.NamedExpr):
+            if isinstance(node.target, cst.Name):
+                add(node, node.target.value, Binding("other"))
+        for node in ctx.nodes(cst.ExceptHandler):
+            if node.name is not None and isinstance(node.name.name, cst.Name):
+                add(node, node.name.name.value, Binding("other"))
+        for node in (*ctx.nodes(cst.Import), *ctx.nodes(cst.ImportFrom)):
+            names = node.names
+            if isinstance(names, cst.ImportStar):
+                continue
+            for alias in names:
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    local = alias.asname.name.value
+                else:
+                    full = dotted_name(alias.name) or ""
+                    local = full.split(".", 1)[0] if isinstance(node, cst.Import) else full
+                if local:
+                    add(node, local, Binding("import"))
+        for node in (*ctx.nodes(cst.FunctionDef), *ctx.nodes(cst.ClassDef)):
+            add(node, node.name.value, Binding("other"))
+        for function in (*ctx.nodes(cst.FunctionDef), *ctx.nodes(cst.Lambda)):
+            key = id(function)
+            params = function.params
+            for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+                table.setdefault(key, {}).setdefault(param.name.value, []).append(
+                    Binding("param", param=param, function=function)
+                )
+            for star in (params.star_arg, params.star_kwarg):
+                if isinstance(star, cst.Param):
+                    table.setdefault(key, {}).setdefault(star.name.value, []).append(
+                        Binding("other")
+                    )
+        for node in (*ctx.nodes(cst.Global), *ctx.nodes(cst.Nonlocal)):
+            scope = self._scope_of(node)
+            if scope is not None and isinstance(node, cst.Global):
+                self._globals.setdefault(id(scope), set()).update(n.name.value for n in node.names)
+        # A name bound by ``global x`` inside a function counts as a module binding too.
+        for node in ctx.nodes(cst.Global):
+            scope = self._scope_of(node)
+            if scope is None:
+                continue
+            for item in node.names:
+                local = table.pop(id(scope), {})
+                moved = local.pop(item.name.value, [])
+                table[id(scope)] = local
+                if moved:
+                    table.setdefault(0, {}).setdefault(item.name.value, []).extend(moved)
+        self._scopes = table
+        return table
+
+    def _name_count(self, name: str) -> int:
+        if self._name_counts is None:
+            self._name_counts = Counter(n.value for n in self.ctx.nodes(cst.Name))
+        return self._name_counts[name]
+
+    # Callers ---------------------------------------------------------------------------------
+    def _callers(self, function: cst.FunctionDef) -> list[cst.Call]:
+        """In-module calls of ``function``: ``f(...)``, ``self.f(...)``, ``Class(...)``."""
+        calls = self._calls()
+        name = function.name.value
+        owner = self._parent_scope(function)
+        if isinstance(owner, cst.ClassDef):
+            if name == "__init__":
+                return [c for c in calls.get(owner.name.value, []) if isinstance(c.func, cst.Name)]
+            return [
+                c
+                for c in calls.get(name, [])
+                if isinstance(c.func, cst.Attribute)
+                and isinstance(c.func.value, cst.Name)
+                and c.func.value.value in ("self", "cls")
+                and self.index.enclosing(c, cst.ClassDef) is owner
+            ]
+        return [c for c in calls.get(name, []) if isinstance(c.func, cst.Name)]
+
+    def _calls(self) -> dict[str, list[cst.Call]]:
+        if self._calls_by_name is None:
+            found: dict[str, list[cst.Call]] = {}
+            for call in self.ctx.nodes(cst.Call):
+                func = call.func
+                if isinstance(func, cst.Name):
+                    found.setdefault(func.value, []).append(call)
+                elif isinstance(func, cst.Attribute):
+                    found.setdefault(func.attr.value, []).append(call)
+            self._calls_by_name = found
+        return self._calls_by_name
+
+    # Attributes ------------------------------------------------------------------------------
+    def _resolve_attribute(self, node: cst.Attribute, depth: int) -> Value | None:
+        attr = node.attr.value
+        base = node.value
+        # Imported names: torch.float16, math.pi.
+        if self._import_rooted(base):
+            for qualified in self.imports.qualified_names(node):
+                if qualified in _MATH_CONSTANTS:
+                    return Value(_MATH_CONSTANTS[qualified], None, qualified)
+                return Value(Symbol(qualified), None)
+            return None
+        # Class constants: Config.EMA_DECAY, self.EMA_DECAY.
+        cls = self._class_named(base, node)
+        if cls is not None:
+            value = self._class_constant(cls, attr, node, depth)
+            if value is not None:
+                return value
+            if isinstance(base, cst.Name) and base.value in ("self", "cls"):
+                return self._self_attribute(cls, attr, depth)
+            return None
+        obj = self._object(base, depth + 1)
+        if isinstance(obj, _Instance):
+            return self._field_value(obj, attr, depth)
+        if obj is not None:
+            return None
+        return self._argparse_value(node, depth)
+
+    def _import_rooted(self, node: cst.BaseExpression) -> bool:
+        while isinstance(node, cst.Attribute):
+            node = node.value
+        if not isinstance(node, cst.Name):
+            return False
+        bindings = self._lookup(node.value, self._scope_of(node))
+        return bool(bindings) and all(b.kind == "import" for b in bindings)  # type: ignore[union-attr]
+
+    def _class_named(self, base: cst.BaseExpression, at: cst.CSTNode) -> cst.ClassDef | None:
+        """The module class ``base`` names: ``Config`` or ``self``/``cls`` in its methods."""
+        if not isinstance(base, cst.Name):
+            return None
+        if base.value in ("self", "cls"):
+            function = self.index.enclosing(at, cst.FunctionDef)
+            owner = self._parent_scope(function) if function is not None else None
+            return owner if isinstance(owner, cst.ClassDef) else None
+        classes = self._class_table().get(base.value, [])
+        if len(classes) == 1:
+            bindings = self._lookup(base.value, self._scope_of(at))
+            if bindings is not None and len(bindings) == 1:
+                return classes[0]
+        return None
+
+    def _class_table(self) -> dict[str, list[cst.ClassDef]]:
+        if self._classes is None:
+            found: dict[str, list[cst.ClassDef]] = {}
+            for cls in self.ctx.nodes(cst.ClassDef):
+                found.setdefault(cls.name.value, []).append(cls)
+            self._classes = found
+        return self._classes
+
+    def _class_constant(
+        self, cls: cst.ClassDef, attr: str, at: cst.CSTNode, depth: int
+    ) -> Value | None:
+        bindings = self._scope_table().get(id(cls), {}).get(attr)
+        if not bindings or len(bindings) != 1 or bindings[0].kind != "assign":
+            return None
+        if self._self_attributes(cls).get(attr):
+            return None  # also set on instances: not a constant
+        if _is_dataclass(cls, self) and not attr.isupper():
+            return None  # a field: per instance
+        value = bindings[0].value
+        assert value is not None
+        inner = self._resolve(value, depth + 1)
+        if inner is None:
+            return None
+        return replace(inner, via=inner.via or f"{cls.name.value}.{attr}", shared=inner.shared)
+
+    def _self_attributes(self, cls: cst.ClassDef) -> dict[str, list[cst.BaseExpression | None]]:
+        """``self.x = value`` assignments in the methods of ``cls`` (None: not an ``=``)."""
+        table = self._self_attrs
+        if self._self_attrs_built is False:
+            # Every class at once: one pass over the targets, not one per class asked about.
+            self._self_attrs_built = True
+            for target, value in self._attribute_targets():
+                if not (isinstance(target.value, cst.Name) and target.value.value == "self"):
+                    continue
+                function = self.index.enclosing(target, cst.FunctionDef)
+                if function is None:
+                    continue
+                owner = self._parent_scope(function)
+                if not isinstance(owner, cst.ClassDef):
+                    continue
+                found = table.setdefault(id(owner), {})
+                found.setdefault(target.attr.value, []).append(value)
+        return table.setdefault(id(cls), {})
+
+    def _attribute_targets(self) -> list[tuple[cst.Attribute, cst.BaseExpression | None]]:
+        return self.index.attribute_targets()
+
+    def _self_attribute(self, cls: cst.ClassDef, attr: str, depth: int) -> Value | None:
+        assigned = self._self_attributes(cls).get(attr)
+        if not assigned or len(assigned) != 1 or assigned[0] is None:
+            return None
+        inner = self._resolve(assigned[0], depth + 1)
+        if inner is None:
+            return None
+        return replace(inner, via=inner.via or f"self.{attr}", shared=inner.shared)
+
+    # Objects: dataclass instances and mappings -----------------------------------------------
+    def _object(self, node: cst.BaseExpression, depth: int) -> _Object | None:
+        if depth > self.MAX_DEPTH:
+            return None
+        if isinstance(node, cst.Dict):
+            return _Mapping(node, None)
+        if isinstance(node, cst.Call):
+            func = node.func
+            if (
+                isinstance(func, cst.Name)
+                and func.value == "dict"
+                and not self._is_bound("dict", node)
+            ):
+                return _Mapping(node, None)
+            cls = self._dataclass_of(node.func, node)
+            return _Instance(cls, node) if cls is not None else None
+        if isinstance(node, cst.Name):
+            bindings = self._lookup(node.value, self._scope_of(node))
+            if not bindings or len(bindings) != 1:
+                return None
+            binding = bindings[0]
+            if binding.kind == "assign" and binding.value is not None:
+                obj = self._object(binding.value, depth + 1)
+                if isinstance(obj, _Mapping):
+                    return _Mapping(obj.node, node.value)
+                return obj
+            if binding.kind == "param" and binding.param is not None:
+                return self._param_object(binding, depth)
+            return None
+        if isinstance(node, cst.Attribute):
+            cls = self._class_named(node.value, node)
+            if cls is not None and isinstance(node.value, cst.Name):
+                if node.value.value in ("self", "cls"):
+                    assigned = self._self_attributes(cls).get(node.attr.value)
+                    if assigned and len(assigned) == 1 and assigned[0] is not None:
+                        return self._object(assigned[0], depth + 1)
+                return None
+            outer = self._object(node.value, depth + 1)
+            if isinstance(outer, _Instance):
+                expr = self._field_expression(outer, node.attr.value)
+                if isinstance(expr, cst.Call):
+                    expr = _field_default(expr)
+                if expr is not None:
+                    return self._object(expr, depth + 1)
+            return None
+        if isinstance(node, cst.Subscript):
+            outer = self._object(node.value, depth + 1)
+            key = _subscript_key(node)
+            if isinstance(outer, _Mapping) and key is not None:
+                for k, v in _mapping_items(outer.node):
+                    if k == key:
+                        return self._object(v, depth + 1)
+        return None
+
+    def _param_object(self, binding: Binding, depth: int) -> _Object | None:
+        param = binding.param
+        assert param is not None
+        function = binding.function
+        if isinstance(function, cst.FunctionDef):
+            callers = self._callers(function)
+            objects = []
+            for call in callers:
+                arg = _argument_for(function, param, call)
+                if arg is None or arg is _STAR:
+                    objects = []
+                    break
+                objects.append(self._object(arg, depth + 1))  # type: ignore[arg-type]
+            if len(objects) == 1 and objects[0] is not None:
+                return objects[0]
+        annotation = param.annotation
+        if annotation is not None:
+            target = annotation.annotation
+            if isinstance(target, cst.SimpleString):
+                return None
+            cls = self._dataclass_of(target, param)
+            if cls is not None:
+                return _Instance(cls, None)
+        return None
+
+    def _dataclass_of(self, func: cst.BaseExpression, at: cst.CSTNode) -> cst.ClassDef | None:
+        if not isinstance(func, cst.Name):
+            return None
+        classes = self._class_table().get(func.value, [])
+        if len(classes) != 1 or not _is_dataclass(classes[0], self):
+            return None
+        return classes[0]
+
+    def _field_expression(self, obj: _Instance, attr: str) -> cst.BaseExpression | None:
+        """The expression that sets field ``attr``: the constructor argument, else its default."""
+        fields = _dataclass_fields(obj.cls)
+        names = [name for name, _ in fields]
+        if attr not in names:
+            return None
+        call = obj.call
+        if call is not None:
+            position = 0
+            for arg in call.args:
+                if arg.star:
+                    return None
+                if arg.keyword is not None:
+                    if arg.keyword.value == attr:
+                        return arg.value
+                    continue
+                if position < len(names) and names[position] == attr:
+                    return arg.value
+                position += 1
+        return dict(fields)[attr]
+
+    def _field_value(self, obj: _Instance, attr: str, depth: int) -> Value | None:
+        expr = self._field_expression(obj, attr)
+        if expr is None:
+            return None
+        if isinstance(expr, cst.Call):
+            expr = _field_default(expr)
+            if expr is None:
+                return None
+        inner = self._resolve(expr, depth + 1)
+        if inner is None:
+            return None
+        is_default = obj.call is None or not any(a.value is expr for a in obj.call.args)
+        via = f"{obj.cls.name.value}.{attr} default" if is_default else ""
+        return replace(inner, via=inner.via or via, shared=inner.shared)
+
+    # Subscripts and .get ---------------------------------------------------------------------
+    def _resolve_subscript(self, node: cst.Subscript, depth: int) -> Value | None:
+        key = _subscript_key(node)
+        if key is None:
+            return None
+        obj = self._object(node.value, depth + 1)
+        if not isinstance(obj, _Mapping) or self._mutated(obj, key):
+            return None
+        for k, v in _mapping_items(obj.node):
+            if k == key:
+                inner = self._resolve(v, depth + 1)
+                if inner is None:
+                    return None
+                via = inner.via or self.ctx.code(node).strip()
+                return replace(inner, via=via, shared=inner.shared)
+        return None
+
+    def _resolve_get(self, node: cst.Call, depth: int) -> Value | None:
+        func = node.func
+        assert isinstance(func, cst.Attribute)
+        if not node.args or any(a.star or a.keyword for a in node.args) or len(node.args) > 2:
+            return None
+        key = _string(node.args[0].value)
+        if key is None:
+            return None
+        obj = self._object(func.value, depth + 1)
+        if not isinstance(obj, _Mapping) or self._mutated(obj, key):
+            return None
+        for k, v in _mapping_items(obj.node):
+            if k == key:
+                inner = self._resolve(v, depth + 1)
+                if inner is None:
+                    return None
+                via = inner.via or f'{self.ctx.code(func.value).strip()}["{key}"]'
+                return replace(inner, via=via, shared=inner.shared)
+        if _has_star_items(obj.node):
+            return None
+        if len(node.args) == 2:
+            inner = self._resolve(node.args[1].value, depth + 1)
+            if inner is None:
+                return None
+            return replace(inner, via=inner.via, shared=inner.shared)
+        return Value(None, None)
+
+    def _mutated(self, obj: _Mapping, key: str) -> bool:
+        """Whether the mapping's name is written to after construction (same key, or
+        ``update``/``setdefault``/``pop``)."""
+        if obj.name is None:
+            return False
+        if self._subscript_assigned is None:
+            written: set[str] = set()
+            for node in (*self.ctx.nodes(cst.Assign), *self.ctx.nodes(cst.AugAssign)):
+                targets = (
+                    [t.target for t in node.targets]
+                    if isinstance(node, cst.Assign)
+                    else [node.target]
+                )
+                for target in targets:
+                    if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name):
+                        written.add(f"{target.value.value}[{_subscript_key(target)}]")
+            for call in self.ctx.nodes(cst.Call):
+                func = call.func
+                if (
+                    isinstance(func, cst.Attribute)
+                    and func.attr.value in ("update", "setdefault", "pop", "__setitem__")
+                    and isinstance(func.value, cst.Name)
+                ):
+                    written.add(f"{func.value.value}[*]")
+            self._subscript_assigned = written
+        return (
+            f"{obj.name}[{key}]" in self._subscript_assigned
+            or f"{obj.name}[None]" in self._subscript_assigned
+            or f"{obj.name}[*]" in self._subscript_assigned
+        )
+
+    # argparse --------------------------------------------------------------------------------
+    def _ensure_argparse(self) -> None:
+        if self._argparse is not None:
+            return
+        options: dict[str, list[ArgparseOption]] = {}
+        calls = self._calls()
+        for call in calls.get("add_argument", []):
+            if not isinstance(call.func, cst.Attribute):
+                continue
+            option = _argparse_option(call)
+            if option is not None:
+                options.setdefault(option.dest, []).append(option)
+        for call in calls.get("set_defaults", []):
+            for arg in call.args:
+                if arg.keyword is not None:
+                    self._set_defaults[arg.keyword.value] = arg.value
+        self._argparse = options
+
+    def _argparse_value(self, node: cst.Attribute, depth: int) -> Value | None:
+        """``args.ema_decay``: the default of the module's ``--ema-decay`` option."""
+        self._ensure_argparse()
+        assert self._argparse is not None
+        dest = node.attr.value
+        options = self._argparse.get(dest)
+        if not options:
+            return None
+        base = node.value
+        if not (
+            isinstance(base, cst.Name)
+            or (isinstance(base, cst.Attribute) and isinstance(base.value, cst.Name))
+        ):
+            return None
+        if self._attribute_written(dest, self.ctx.code(base)):
+            return None
+        override = self._set_defaults.get(dest)
+        values: list[Value] = []
+        for option in options:
+            expr = override if override is not None else option.default
+            if expr is None:
+                values.append(Value(option.implicit_default, None, f"{option.flag} default"))
+                continue
+            inner = self._resolve(expr, depth + 1)
+            if inner is None:
+                return None
+            value = inner.value
+            if isinstance(value, str) and option.type_name in ("float", "int"):
+                try:
+                    value = float(value) if option.type_name == "float" else int(value)
+                except ValueError:
+                    return None
+            uses = self._attribute_count(dest)
+            values.append(
+                Value(value, inner.origin, f"{option.flag} default", inner.shared or uses > 1)
+            )
+        first = values[0]
+        if any(v.value != first.value for v in values[1:]):
+            return None
+        if len(values) > 1:
+            return Value(first.value, None, first.via, True)
+        return first
+
+    def _attribute_written(self, attr: str, base: str) -> bool:
+        """Whether ``<base>.<attr>`` may be assigned somewhere: a write on the same base, or
+        on any object but ``self``/``cls`` (``self.ema_decay = ema_decay`` in a class of the
+        module stores a value; it does not change the parsed arguments)."""
+        if self._attr_assigned is None:
+            written: dict[str, set[str]] = {}
+            for target, _ in self._attribute_targets():
+                written.setdefault(target.attr.value, set()).add(self.ctx.code(target.value))
+            self._attr_assigned = written
+        bases = self._attr_assigned.get(attr, set())
+        return any(b == base or b.split(".")[0] not in ("self", "cls") for b in bases)
+
+    def _attribute_count(self, attr: str) -> int:
+        if self._attr_counts is None:
+            self._attr_counts = Counter(a.attr.value for a in self.ctx.nodes(cst.Attribute))
+        return self._attr_counts[attr]
+
+
+# Helpers -------------------------------------------------------------------------------------
+_STAR = object()
+
+
+def _in_header(function: cst.FunctionDef, node: cst.CSTNode, resolver: ValueResolver) -> bool:
+    """Whether ``node`` sits in the function's decorators, defaults or annotations."""
+    return not resolver.index.contains(function.body, node)
+
+
+def _argument_for(
+    function: cst.FunctionDef, param: cst.Param, call: cst.Call
+) -> cst.BaseExpression | object | None:
+    """The expression a call passes for ``param`` (None: not passed; _STAR: unknown)."""
+    params = function.params
+    positional = [*params.posonly_params, *params.params]
+    names = [p.name.value for p in positional]
+    owner_is_method = bool(names) and names[0] in ("self", "cls")
+    if owner_is_method:
+        names = names[1:]
+    target = param.name.value
+    position = 0
+    for arg in call.args:
+        if arg.star:
+            return _STAR
+        if arg.keyword is not None:
+            if arg.keyword.value == target:
+                return arg.value
+            continue
+        if position < len(names) and names[position] == target:
+            return arg.value
+        position += 1
+    return None
+
+
+def _subscript_key(node: cst.Subscript) -> str | None:
+    if len(node.slice) != 1:
+        return None
+    element = node.slice[0].slice
+    if isinstance(element, cst.Index):
+        return _string(element.value)
+    return None
+
+
+def _mapping_items(node: cst.Dict | cst.Call) -> Iterator[tuple[str, cst.BaseExpression]]:
+    if isinstance(node, cst.Dict):
+        for element in node.elements:
+            if isinstance(element, cst.DictElement):
+                key = _string(element.key)
+                if key is not None:
+                    yield key, element.value
+        return
+    for arg in node.args:
+        if arg.keyword is not None and not arg.star:
+            yield arg.keyword.value, arg.value
+
+
+def _has_star_items(node: cst.Dict | cst.Call) -> bool:
+    if isinstance(node, cst.Dict):
+        return any(isinstance(e, cst.StarredDictElement) for e in node.elements)
+    return any(a.star or a.keyword is None for a in node.args)
+
+
+def _decorator_name(decorator: cst.Decorator) -> str | None:
+    target = decorator.decorator
+    if isinstance(target, cst.Call):
+        target = target.func
+    return dotted_name(target)
+
+
+def _is_dataclass(cls: cst.ClassDef, resolver: ValueResolver) -> bool:
+    for decorator in cls.decorators:
+        name = _decorator_name(decorator)
+        if name in _DATACLASS_DECORATORS:
+            return True
+        if name is not None:
+            for qualified in resolver.imports.qualified_names(
+                decorator.decorator.func
+                if isinstance(decorator.decorator, cst.Call)
+                else decorator.decorator
+            ):
+                if qualified in _DATACLASS_DECORATORS or qualified.endswith(".dataclass"):
+                    return True
+    for base in cls.bases:
+        name = dotted_name(base.value)
+        if name is not None and name.rsplit(".", 1)[-1] in _DATACLASS_BASES:
+            return True
+    return False
+
+
+def _dataclass_fields(cls: cst.ClassDef) -> list[tuple[str, cst.BaseExpression | None]]:
+    """Fields in order with their default expressions (a ``field(...)`` call stays a call)."""
+    fields: list[tuple[str, cst.BaseExpression | None]] = []
+    body = cls.body
+    if not isinstance(body, cst.IndentedBlock):
+        return fields
+    for statement in body.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+                annotation = dotted_name(small.annotation.annotation) or ""
+                if annotation.endswith("ClassVar"):
+                    continue
+                fields.append((small.target.value, small.value))
+            elif (
+                isinstance(small, cst.Assign)
+                and len(small.targets) == 1
+                and isinstance(small.targets[0].target, cst.Name)
+                and isinstance(small.value, cst.Call)
+                and (dotted_name(small.value.func) or "").rsplit(".", 1)[-1] in _FIELD_FUNCTIONS
+            ):
+                fields.append((small.targets[0].target.value, small.value))
+    return fields
+
+
+def _field_default(call: cst.Call) -> cst.BaseExpression | None:
+    """``field(default=X)`` / ``attr.ib(X)`` / ``Field(X)`` -> X; ``default_factory=C`` -> C()."""
+    name = (dotted_name(call.func) or "").rsplit(".", 1)[-1]
+    if name not in _FIELD_FUNCTIONS:
+        return call
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == "default":
+            return arg.value
+        if arg.keyword is not None and arg.keyword.value in ("default_factory", "factory"):
+            return cst.Call(arg.value)
+    if call.args and call.args[0].keyword is None and not call.args[0].star:
+        return call.args[0].value
+    return None
+
+
+def _argparse_option(call: cst.Call) -> ArgparseOption | None:
+    flags: list[str] = []
+    dest: str | None = None
+    default: cst.BaseExpression | None = None
+    has_default = False
+    type_name: str | None = None
+    action: str | None = None
+    for arg in call.args:
+        if arg.star:
+            return None
+        if arg.keyword is None:
+            text = _string(arg.value)
+            if text is None:
+                return None
+            flags.append(text)
+            continue
+        key = arg.keyword.value
+        if key == "dest":
+            dest = _string(arg.value)
+        elif key == "default":
+            default, has_default = arg.value, True
+        elif key == "type":
+            type_name = dotted_name(arg.value)
+        elif key == "action":
+            action = _string(arg.value)
+    if not flags:
+        return None
+    long = [f for f in flags if f.startswith("--")]
+    flag = long[0] if long else flags[0]
+    if dest is None:
+        dest = flag.lstrip("-").replace("-", "_")
+    implicit: Scalar = None
+    if not has_default:
+        if action == "store_true":
+            implicit = False
+        elif action == "store_false":
+            implicit = True
+    return ArgparseOption(call, dest, flag, default, implicit, type_name)

@@ -1,0 +1,487 @@
+"""Every averaging weight set through an API, read the way an expert reads it.
+
+A ``DecaySetting`` is one place where a library's averaging weight is configured (a real or
+virtual call), with everything the value rules need: the value and where it came from, its
+semantics converted to a decay D (weight on the old average), whether a warmup makes it a
+ceiling, the update interval that stretches it, and the averaging object it configures
+(hence its use: evaluation EMA, teacher, target network, not weights).
+
+Horizons are in optimizer steps: an object that averages every k-th step with decay D has
+per-step decay D^(1/k) and a horizon of about k / (1 - D) steps.
+
+Hand-written updates of an averaging object (``e.mul_(d).add_(p, alpha=1 - d)``,
+``e.lerp_(p, w)``, ``e.copy_(d * e + (1 - d) * p)``, the ``.data =`` and ``_foreach``
+forms, recognised by ``InPlaceUpdates``) are settings too, with a virtual call to a
+"hand-made update": their decay is read from the update's coefficients, but only when the
+update is unambiguous (its two coefficients resolve and sum to one), so that the value
+rules judge them like an API's argument.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from ema_lint.analysis.objects.api_calls import BoundCalls
+from ema_lint.analysis.objects.apis import (
+    NOT_NONE,
+    REQUIRED,
+    ApiSpec,
+    BoundCall,
+    Ramp,
+    Role,
+    Side,
+    Weight,
+)
+from ema_lint.analysis.objects.averaging import AveragingObject, AveragingObjects, Use
+from ema_lint.analysis.objects.run_length import RunLength, RunLengths
+from ema_lint.analysis.objects.updates import Coefficient, InPlaceUpdate, InPlaceUpdates
+from ema_lint.analysis.syntax.context import FileContext
+from ema_lint.analysis.syntax.values import Value, ValueResolver, literal_number
+
+# The virtual API of a hand-written update: its weight is read from the update itself.
+HAND_MADE = ApiSpec("hand-made EMA update", Role.EMA_MODEL)
+_HAND_DECAY = Weight("decay", Side.OLD)
+_HAND_WEIGHT = Weight("weight", Side.NEW)  # the weight on the live tensor (``lerp_``'s)
+# Words in a coefficient's name that say what the average is for, when the object's own
+# names do not: an RL target network's rate, a teacher's momentum.
+_TARGET_WORDS = ("tau", "polyak")
+_TEACHER_WORDS = ("teacher", "momentum_schedule")
+
+
+@dataclass(eq=False)
+class DecaySetting:
+    """One configured averaging weight."""
+
+    bound: BoundCall  # the call (or mapping) carrying the weight
+    spec: ApiSpec  # the spec defining the weight's semantics
+    weight: Weight
+    expr: cst.BaseExpression | None  # the argument as written (None: left at its default)
+    value: Value | None  # its resolved value (None: unknown, or left at the default)
+    given: float | None  # the number in the argument's own semantics
+    decay: float | None  # converted to D, the weight on the old average
+    ramp: Ramp | None  # the warmup that applies: the value is a ceiling
+    ramp_unknown: bool  # whether a warmup applies cannot be told statically
+    interval: int  # update interval in steps (spec argument x guard around updates)
+    interval_expr: cst.BaseExpression | None  # the interval argument, if given
+    interval_from_guard: bool  # part of the interval comes from an ``if i % k == 0``
+    obj: AveragingObject | None
+    use: Use
+    # The part of ``interval`` that the library applies itself (its counter still counts
+    # every call, which matters for its warmup).
+    spec_interval: int = 1
+    resolver: ValueResolver | None = field(default=None, repr=False)
+    # The hand-written update the setting is read from (None for an API's argument).
+    update: InPlaceUpdate | None = None
+    # Whether editing the value where it is written keeps the update consistent (both of a
+    # hand-written update's coefficients spell the same value); always True for APIs.
+    editable: bool = True
+    # When the two coefficients of a hand-written update are spelled apart (``0.9 * e +
+    # 0.1 * p``): the other one, and the side it weighs. A fix must change both.
+    partner: tuple[cst.BaseExpression, Side] | None = None
+
+    @property
+    def hand_made(self) -> bool:
+        return self.update is not None
+
+    @property
+    def is_default(self) -> bool:
+        """The weight and the interval are the library's own defaults."""
+        weight_default = self.expr is None or (
+            self.given is not None
+            and self.weight.default is not None
+            and math.isclose(self.given, self.weight.default, rel_tol=0, abs_tol=1e-12)
+        )
+        interval_default = not self.interval_from_guard and (
+            self.spec.interval is None or self.interval == self.spec.interval.default
+        )
+        return weight_default and interval_default
+
+    @property
+    def step_decay(self) -> float | None:
+        """The per-optimizer-step decay: D^(1/interval)."""
+        if self.decay is None or not 0.0 < self.decay < 1.0:
+            return self.decay
+        return self.decay ** (1.0 / self.interval)
+
+    def decay_after(self, updates: float) -> float | None:
+        """D after ``updates`` updates: the ramp's value, or the flat decay."""
+        if self.decay is None:
+            return None
+        if self.ramp is None:
+            return self.decay
+        gamma = self._ramp_parameter(self.ramp.gamma)
+        power = self._ramp_parameter(self.ramp.power)
+        if gamma is None or power is None or gamma <= 0:
+            return None
+        try:
+            return self.ramp.decay_at(self.decay, updates, gamma, power)
+        except (ArithmeticError, ValueError):
+            return None
+
+    def _ramp_parameter(self, parameter: tuple[str, float]) -> float | None:
+        name, default = parameter
+        if not name:
+            return default
+        expr = self.bound.value(name)
+        if expr is None:
+            return default if self.bound.is_default(name) else None
+        return self.resolver.number(expr) if self.resolver is not None else None
+
+
+class DecaySettings:
+    """The averaging weights configured in a module, in document order."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.resolver = ctx.get(ValueResolver)
+        self.settings: list[DecaySetting] = []
+        self._by_bound: dict[int, DecaySetting] = {}
+        bound_calls = ctx.get(BoundCalls).calls
+        objects = ctx.get(AveragingObjects) if bound_calls else None
+        for bound in bound_calls:
+            setting = self._setting(bound, objects)
+            if setting is not None:
+                self.settings.append(setting)
+                self._by_bound[id(bound.call)] = setting
+        self.settings.extend(self._hand_made_settings())
+
+    @classmethod
+    def build(cls, ctx: FileContext) -> DecaySettings:
+        return cls(ctx)
+
+    def for_call(self, node: cst.CSTNode) -> DecaySetting | None:
+        return self._by_bound.get(id(node))
+
+    def run_length(self, setting: DecaySetting) -> RunLength | None:
+        """The run length the object of ``setting`` is updated over, when known."""
+        lengths = self.ctx.get(RunLengths)
+        obj = setting.obj
+        updates = list(obj.updates) if obj is not None else []
+        if setting.update is not None:
+            # Counted from the loop around the update's loop over tensors, not from it.
+            update = setting.update
+            updates = [update.loop if update.loop is not None else update.node]
+        creation = obj.creation if obj is not None else setting.bound.call
+        return lengths.for_updates(updates, creation)
+
+    # Building ----------------------------------------------------------------------------------
+    def _setting(self, bound: BoundCall, objects: AveragingObjects | None) -> DecaySetting | None:
+        spec = bound.averaging
+        weight = spec.weight
+        if weight is None:
+            return None
+        if weight.enabled_when is not None and not self._condition(bound, *weight.enabled_when):
+            return None  # the averaging is off (Keras without use_ema=True)
+        obj = objects.for_call(bound.call) if objects is not None else None
+        if obj is None and spec.role is Role.EMA_AVG_FN:
+            return None
+        if obj is not None and objects is not None and objects.names_only(obj):
+            return None  # it averages nothing: its weight is moot
+        use = obj.use if obj is not None else Use.EVAL
+        if spec.role is Role.GRADIENT_EMA:
+            use = Use.NOT_WEIGHTS
+        expr = bound.value(weight.param)
+        value: Value | None = None
+        given: float | None = None
+        if expr is not None:
+            value = self.resolver.resolve(expr)
+            given = value.number if value is not None else None
+        elif bound.is_default(weight.param) and weight.default is not None:
+            given = weight.default
+        decay = None
+        if given is not None:
+            decay = given if weight.side is Side.OLD else 1.0 - given
+        ramp, ramp_unknown = self._ramp(bound, weight)
+        interval, interval_expr, from_guard, spec_interval = self._interval(bound, obj)
+        setting = DecaySetting(
+            bound,
+            spec,
+            weight,
+            expr,
+            value,
+            given,
+            decay,
+            ramp,
+            ramp_unknown,
+            interval,
+            interval_expr,
+            from_guard,
+            obj,
+            use,
+            spec_interval,
+            self.resolver,
+        )
+        return setting
+
+    def _condition(self, bound: BoundCall, param: str, wanted: object) -> bool | None:
+        expr = bound.value(param)
+        if expr is None:
+            if not bound.is_default(param):
+                return None
+            default = bound.averaging.default(param)
+            if default == REQUIRED:
+                return None
+            return (default is not None) if wanted == NOT_NONE else default == wanted
+        value = self.resolver.resolve(expr)
+        if wanted == NOT_NONE:
+            if isinstance(expr, cst.Name) and expr.value == "None":
+                return False
+            return True if value is None else value.value is not None
+        if value is None:
+            return None
+        return value.value == wanted
+
+    def _ramp(self, bound: BoundCall, weight: Weight) -> tuple[Ramp | None, bool]:
+        for ramp in weight.ramps:
+            if ramp.when is None:
+                return ramp, False
+            holds = self._condition(bound, *ramp.when)
+            if holds is None:
+                return None, True
+            if holds:
+                return ramp, False
+        return None, False
+
+    def _interval(
+        self, bound: BoundCall, obj: AveragingObject | None
+    ) -> tuple[int, cst.BaseExpression | None, bool, int]:
+        interval = 1
+        expr: cst.BaseExpression | None = None
+        specs = [bound.averaging]
+        if obj is not None and obj.spec is not None and obj.spec is not bound.averaging:
+            specs.append(obj.spec)
+        owner = obj.bound if obj is not None and obj.bound is not None else bound
+        for spec in specs:
+            if spec.interval is None:
+                continue
+            arg = owner.value(spec.interval.param) or bound.value(spec.interval.param)
+            if arg is None:
+                interval *= spec.interval.default
+                continue
+            number = self.resolver.number(arg)
+            if number is None or number < 1:
+                return 1, arg, False, 1
+            interval *= int(number)
+            expr = arg
+        spec_interval = interval
+        from_guard = False
+        if obj is not None and obj.updates:
+            lengths = self.ctx.get(RunLengths)
+            guards = {lengths.guard_interval(u)[0] for u in obj.updates}
+            if len(guards) == 1:
+                guard = guards.pop()
+                if guard > 1 and not self._steps_under_same_guard(obj, lengths):
+                    interval *= guard
+                    from_guard = True
+        return interval, expr, from_guard, spec_interval
+
+    def _steps_under_same_guard(self, obj: AveragingObject, lengths: RunLengths) -> bool:
+        """The guard around the update also holds the optimizer step (accumulation)."""
+        from ema_lint.analysis.training.loops import TrainingLoops
+
+        loops = self.ctx.get(TrainingLoops)
+        for update in obj.updates:
+            _, guard = lengths.guard_interval(update)
+            if guard is None:
+                continue
+            for call in self.ctx.index.descendants(guard, cst.Call):
+                if isinstance(call, cst.Call) and loops.steps(call):
+                    return True
+        return False
+
+    # Hand-written updates ----------------------------------------------------------------------
+    def _hand_made_settings(self) -> list[DecaySetting]:
+        objects = self.ctx.get(AveragingObjects)
+        hand = [o for o in objects.objects if o.hand_made and o.inplace]
+        if not hand:
+            return []
+        updates = self.ctx.get(InPlaceUpdates)
+        found: list[DecaySetting] = []
+        for obj in hand:
+            for update in obj.inplace:
+                if update.away or updates.discarded(update) is not None:
+                    continue  # a sign slip or a result thrown away: EMA302's and EMA301's
+                if not objects.averages_weights(update):
+                    continue
+                setting = self._hand_setting(update, obj)
+                if setting is not None:
+                    found.append(setting)
+        found.sort(key=lambda s: self.ctx.index.order[id(s.bound.call)])
+        return found
+
+    def _hand_setting(self, update: InPlaceUpdate, obj: AveragingObject) -> DecaySetting | None:
+        """The decay of one hand-written update, when its coefficients say it unambiguously."""
+        old, new = update.old_weight, update.new_weight
+        if old is None or new is None:
+            return None
+        old_value = self._coefficient(old)
+        new_value = self._coefficient(new)
+        if old_value is None or new_value is None:
+            return None
+        if not math.isclose(old_value + new_value, 1.0, rel_tol=0, abs_tol=1e-9):
+            return None  # not a convex combination: EMA302 judges the pair
+        # The expression that carries the value: ``d`` in ``mul_(d)`` / ``1 - d``, ``w`` in
+        # ``lerp_(p, w)``; in the update's own statement (not the ``mul_`` before it).
+        old_leaf, old_side = _carrier(old, Side.OLD)
+        new_leaf, new_side = _carrier(new, Side.NEW)
+        # One value spelled once (``d`` and ``1 - d``): editing it keeps the pair summing to
+        # one; two literals (``0.9`` and ``1 - 0.9``) must be edited together.
+        same = old_leaf is new_leaf or (
+            _code(old_leaf) == _code(new_leaf) and not _is_number(old_leaf)
+        )
+        if self.ctx.index.contains(update.node, old_leaf):
+            leaf, side = old_leaf, old_side
+        elif self.ctx.index.contains(update.node, new_leaf):
+            leaf, side = new_leaf, new_side
+        else:
+            return None
+        value = self.resolver.resolve(leaf)
+        given = value.number if value is not None else None
+        if value is None or given is None:
+            return None
+        decay = given if side is Side.OLD else 1.0 - given
+        if not math.isclose(decay, old_value, rel_tol=0, abs_tol=1e-9):
+            return None
+        use = self._hand_use(obj, _code(leaf))
+        interval = self._hand_interval(update)
+        if interval is None:
+            return None  # updated under guards that differ between its callers: unsure
+        bound = BoundCall(HAND_MADE, update.node, HAND_MADE.qualname, virtual=True)
+        return DecaySetting(
+            bound,
+            HAND_MADE,
+            _HAND_DECAY if side is Side.OLD else _HAND_WEIGHT,
+            leaf,
+            value,
+            given,
+            decay,
+            None,
+            False,
+            interval,
+            None,
+            interval > 1,
+            obj,
+            use,
+            1,
+            self.resolver,
+            update=update,
+            editable=same,
+            partner=None
+            if same
+            else ((new_leaf, new_side) if leaf is old_leaf else (old_leaf, old_side)),
+        )
+
+    def _coefficient(self, coefficient: Coefficient) -> float | None:
+        number = self.resolver.number(coefficient.expr)
+        if number is None:
+            return None
+        return 1.0 - number if coefficient.complement else number
+
+    @staticmethod
+    def _hand_use(obj: AveragingObject, coefficient: str) -> Use:
+        """The object's use, unless the coefficient's name says it is a target network's
+        rate (``tau``, ``polyak``) or a teacher's momentum."""
+        if obj.use is not Use.EVAL:
+            return obj.use
+        text = coefficient.lower()
+        if any(word in text for word in _TARGET_WORDS):
+            return Use.TARGET
+        if any(word in text for word in _TEACHER_WORDS):
+            return Use.TEACHER
+        return obj.use
+
+    def _hand_interval(self, update: InPlaceUpdate) -> int | None:
+        """The number of optimizer steps between two runs of the update: the ``% k == 0``
+        guards around it and, for an update in a function, around every call of it (one
+        level up); guards that also hold the optimizer step (accumulation) do not count.
+        None when the callers disagree."""
+        from ema_lint.analysis.training.loops import TrainingLoops
+
+        lengths = self.ctx.get(RunLengths)
+        loops = self.ctx.get(TrainingLoops)
+
+        def guard(node: cst.CSTNode) -> int:
+            k, inner = lengths.guard_interval(node)
+            if k <= 1 or inner is None:
+                return 1
+            for call in self.ctx.index.descendants(inner, cst.Call):
+                if isinstance(call, cst.Call) and loops.steps(call):
+                    return 1
+            return k
+
+        node = update.loop if update.loop is not None else update.node
+        own = guard(node)
+        function = self.ctx.index.enclosing(node, cst.FunctionDef)
+        if not isinstance(function, cst.FunctionDef):
+            return own
+        callers = self.resolver.callers(function)
+        outer = {guard(call) for call in callers}
+        if len(outer) > 1:
+            return None
+        return own * (outer.pop() if outer else 1)
+
+
+def describe_value(setting: DecaySetting) -> str:
+    """'EMA decay 0.99 (from EMA_DECAY)' / 'EMA momentum 0.9999 (a decay of 0.0001)'."""
+    from ema_lint.analysis.objects.horizon import format_number
+
+    weight = setting.weight
+    given = setting.given
+    if given is None:
+        return f"EMA {weight.param}"
+    what = "EMA " + ("decay ceiling" if setting.ramp is not None else weight.param)
+    if setting.ramp is not None and weight.param != "decay":
+        what = f"EMA {weight.param} (a decay ceiling)"
+    text = f"{what} {format_number(given)}"
+    if weight.side is Side.NEW and setting.decay is not None:
+        text += f" (a decay of {format_number(setting.decay)})"
+    via = setting.value.via if setting.value is not None else ""
+    if via and via != weight.param:
+        text += f" (from {via})"
+    if setting.expr is None:
+        text += " (the library default)"
+    return text
+
+
+def describe_interval(setting: DecaySetting) -> str:
+    """'updated every 10 steps (a per-step decay of 0.99999)', or ''."""
+    from ema_lint.analysis.objects.horizon import format_number
+
+    if setting.interval <= 1 or setting.step_decay is None:
+        return ""
+    return (
+        f" updated every {setting.interval} steps (a per-step decay of "
+        f"{format_number(round(setting.step_decay, 8))})"
+    )
+
+
+def _carrier(coefficient: Coefficient, side: Side) -> tuple[cst.BaseExpression, Side]:
+    """The expression that spells a coefficient's value, and the side it weighs:
+    ``1 - d`` on the live tensor is ``d`` on the old average."""
+    expr = coefficient.expr
+    if coefficient.complement:
+        side = Side.NEW if side is Side.OLD else Side.OLD
+    while (
+        isinstance(expr, cst.BinaryOperation)
+        and isinstance(expr.operator, cst.Subtract)
+        and isinstance(expr.left, (cst.Integer, cst.Float))
+        and literal_number(expr.left) == 1  # 1, 1.0, 0x1, 1_0e-1
+    ):
+        expr = expr.right
+        side = Side.NEW if side is Side.OLD else Side.OLD
+    return expr, side
+
+
+def _code(node: cst.CSTNode) -> str:
+    if isinstance(node, cst.BaseExpression):
+        node = node.with_changes(lpar=(), rpar=())
+    return cst.Module([]).code_for_node(node)
+
+
+def _is_number(node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.UnaryOperation):
+        node = node.expression
+    return isinstance(node, (cst.Integer, cst.Float))

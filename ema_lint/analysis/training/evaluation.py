@@ -1,0 +1,227 @@
+"""Where an averaged model copy is evaluated, and where code would go before it.
+
+An evaluation of a copy is either a call that *passes* it to an evaluation function of
+the module (``evaluate(ema_model, val_loader)``, ``validate(model_ema.module, ...)``: one
+named for validation that runs its parameter, or one that runs it in a validation context,
+without setting its mode itself; an imported ``evaluate`` is not judged, its body is not
+here) or a call of the copy itself (``ema(x)``, ``ema.module(x)``) in a validation
+context: a ``torch.no_grad()`` / ``inference_mode()`` block, a loop over a validation
+loader, a function named or decorated for evaluation. The Lightning ``trainer.validate``
+family is not counted (Lightning sets the mode itself), nor are uses of teachers.
+
+For each use, ``before`` is the statement before which a mode switch belongs: the outermost
+no-grad block or validation loop around the use in its function, or the use's own
+statement; ``top_of`` is the evaluation function whose first statement can set the mode of
+its parameter when every caller passes it an averaged copy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from ema_lint.analysis.objects.averaging import AveragingObject, AveragingObjects, Use
+from ema_lint.analysis.syntax.context import FileContext
+from ema_lint.analysis.training.loops import TrainingLoops
+from ema_lint.analysis.training.modes import ModeTracker
+
+_RUNNERS = ("trainer", "runner")
+
+
+@dataclass(frozen=True, eq=False)
+class Evaluation:
+    """One evaluation of an averaged copy."""
+
+    obj: AveragingObject
+    node: cst.Call  # the evaluating call: evaluate(ema, ...) or ema(x)
+    expr: cst.BaseExpression  # the copy as the code refers to it at the use
+    kind: str  # "passed" or "called"
+    before: cst.BaseStatement  # the statement a mode switch goes before
+    # For "passed" to a local function: the function, the parameter, and whether every
+    # caller of it passes an averaged copy there (then its top is the place for the switch).
+    callee: cst.FunctionDef | None = None
+    param: str | None = None
+    top_of: cst.FunctionDef | None = None
+
+
+class EvaluationSites:
+    """The evaluations of the module's averaged model copies."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.index = ctx.index
+        self.objects = ctx.get(AveragingObjects)
+        self.loops = ctx.get(TrainingLoops)
+        self.modes = ctx.get(ModeTracker)
+        self.evaluations: list[Evaluation] = []
+        candidates = [
+            o
+            for o in self.objects.objects
+            if o.use in (Use.EVAL, Use.UNKNOWN) and self.modes.tracked(o)
+        ]
+        if not candidates:
+            return
+        for call in ctx.nodes(cst.Call):
+            self._passed(call)
+            self._called(call)
+
+    @classmethod
+    def build(cls, ctx: FileContext) -> EvaluationSites:
+        return cls(ctx)
+
+    def of(self, obj: AveragingObject) -> list[Evaluation]:
+        return [e for e in self.evaluations if e.obj is obj]
+
+    # Kinds of use -----------------------------------------------------------------------------
+    def _object(self, expr: cst.BaseExpression) -> AveragingObject | None:
+        obj = self.objects.for_expression(expr)
+        if obj is None or obj.use not in (Use.EVAL, Use.UNKNOWN) or not self.modes.tracked(obj):
+            return None
+        return obj
+
+    def _passed(self, call: cst.Call) -> None:
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            receiver = func.value
+            last = receiver.attr.value if isinstance(receiver, cst.Attribute) else None
+            if isinstance(receiver, cst.Name):
+                last = receiver.value
+            if last and any(word in last.lower() for word in _RUNNERS):
+                return  # trainer.validate(model): the framework sets the mode
+        targets = self.loops.local_targets(call)
+        for position, arg in enumerate(call.args):
+            if arg.star:
+                continue
+            obj = self._object(arg.value)
+            if obj is None or self.objects.for_expression(func) is obj:
+                continue
+            # Only functions of the module: an imported ``evaluate`` usually calls
+            # ``model.eval()`` itself, and its body cannot be read from here.
+            for target in targets:
+                param = self.modes.param_name(target, arg, position)
+                if param is None or not self._evaluates_param(target, param):
+                    continue
+                self._add(obj, call, arg.value, "passed", target, param)
+                break
+            else:
+                # A helper of another module of the project, judged by its summary.
+                helper = (
+                    self.ctx.project.evaluator(call) if not targets and self.ctx.project else None
+                )
+                if helper is not None:
+                    param = (
+                        arg.keyword.value
+                        if arg.keyword is not None
+                        else (helper.params[position] if position < len(helper.params) else None)
+                    )
+                    if param is not None and param in helper.unmoded:
+                        self._add(obj, call, arg.value, "passed", None, param)
+
+    def evaluates_param(self, fn: cst.FunctionDef, param: str) -> bool:
+        """Whether ``fn`` evaluates its parameter ``param`` without setting its mode (what a
+        module's summary tells importers about its evaluation helpers)."""
+        return self._evaluates_param(fn, param)
+
+    def _evaluates_param(self, fn: cst.FunctionDef, param: str) -> bool:
+        """``fn`` runs its parameter ``param`` in a validation context, or is named for
+        evaluation and runs it, without setting its mode itself."""
+        if self.modes.param_sets_mode(fn, param) is not None:
+            return False
+        named = self.loops.is_validation_function(fn)
+        for call in self.index.descendants(fn, cst.Call):
+            root = self._root(call.func)  # type: ignore[attr-defined]
+            if root != param:
+                continue
+            if named or self.loops.is_validation_context(call):
+                return True
+        return False
+
+    def _root(self, expr: cst.BaseExpression) -> str | None:
+        """``net`` for ``net``, ``net.module``, ``net.forward`` (a call of the model)."""
+        node = expr
+        while isinstance(node, cst.Attribute) and node.attr.value in ("module", "forward", "ema"):
+            node = node.value
+        return node.value if isinstance(node, cst.Name) else None
+
+    def _called(self, call: cst.Call) -> None:
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "forward":
+            func = func.value
+        if not isinstance(func, (cst.Name, cst.Attribute)):
+            return
+        obj = self._object(func)
+        if obj is None or not self.loops.is_validation_context(call):
+            return
+        root = func
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        fn = self.loops.function_of(call)
+        if (
+            isinstance(root, cst.Name)
+            and root.value not in ("self", "cls")
+            and fn is not None
+            and self._is_param(fn, root.value)
+            and self.loops.callers(fn)
+        ):
+            return  # judged where callers pass it
+        self._add(obj, call, func, "called")
+
+    def _is_param(self, fn: cst.FunctionDef, name: str) -> bool:
+        params = (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)
+        return any(p.name.value == name for p in params)
+
+    # Where the switch goes --------------------------------------------------------------------
+    def _add(
+        self,
+        obj: AveragingObject,
+        call: cst.Call,
+        expr: cst.BaseExpression,
+        kind: str,
+        callee: cst.FunctionDef | None = None,
+        param: str | None = None,
+    ) -> None:
+        before = self._before(call)
+        if before is None:
+            return
+        top_of = None
+        if (
+            callee is not None
+            and param is not None
+            and self._all_callers_pass_copies(callee, param)
+        ):
+            top_of = callee
+        self.evaluations.append(Evaluation(obj, call, expr, kind, before, callee, param, top_of))
+
+    def _before(self, node: cst.CSTNode) -> cst.BaseStatement | None:
+        statement = self.index.statement(node)
+        if not isinstance(statement, cst.BaseStatement):
+            return None
+        fn = self.loops.function_of(node)
+        best = statement
+        for ancestor in self.index.ancestors(statement):
+            if ancestor is fn or isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Module)):
+                break
+            no_grad = (
+                isinstance(ancestor, cst.With)
+                and self.loops.no_grad_block(ancestor.body) is ancestor
+            )
+            loop = isinstance(ancestor, (cst.For, cst.While)) and self.loops.is_validation_loop(
+                ancestor
+            )
+            if no_grad or loop:
+                best = ancestor
+        return best
+
+    def _all_callers_pass_copies(self, fn: cst.FunctionDef, param: str) -> bool:
+        callers = self.loops.callers(fn)
+        if not callers:
+            return False
+        for call in callers:
+            passed = None
+            for position, arg in enumerate(call.args):
+                if not arg.star and self.modes.param_name(fn, arg, position) == param:
+                    passed = arg
+            if passed is None or self._object(passed.value) is None:
+                return False
+        return True

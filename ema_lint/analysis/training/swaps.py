@@ -1,0 +1,189 @@
+"""Swapping averaged weights into the live model: ``store()``, ``copy_to()``, ``restore()``.
+
+diffusers ``EMAModel``, torch-ema and CompVis ``LitEma`` evaluate the average by copying it
+into the live model: ``ema.store(params)`` saves the live weights, ``ema.copy_to(params)``
+overwrites them with the average, ``ema.restore(params)`` puts the live weights back. A
+swap that reaches training again without the restore trains on from the averaged weights.
+
+A ``Swap`` is a ``copy_to`` preceded by a ``store`` of the same object in the same
+function. Its restore is *missing* when no ``restore`` of the object follows it in the
+function (and none exists elsewhere in the module, which would be a deliberate pairing
+across hooks such as Lightning's ``on_validation_start`` / ``on_validation_end``), and
+*skipped* when one follows but some path avoids it: a ``return``, ``continue`` or
+``break`` between them, a restore only in an ``except`` handler or under a condition the
+swap is not under. ``back_to_training`` says whether the swap runs inside the training
+loop (directly or through the functions it calls) or in a Lightning hook after which
+training goes on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from ema_lint.analysis.objects.averaging import AveragingObject, AveragingObjects
+from ema_lint.analysis.syntax.context import FileContext
+from ema_lint.analysis.training.framework import FrameworkHooks
+from ema_lint.analysis.training.loops import TrainingLoops
+
+_END_HOOKS = ("on_train_end", "on_fit_end", "teardown", "on_test_", "test_", "on_predict_")
+
+
+@dataclass(eq=False)
+class Swap:
+    obj: AveragingObject
+    store: cst.Call
+    copy_to: cst.Call
+    function: cst.FunctionDef | None
+    restores: list[cst.Call] = field(default_factory=list)  # restores after copy_to in the function
+    missing: bool = False
+    # The return/continue/break (or the restore's branch) that lets a path avoid the restore.
+    skipped_by: cst.CSTNode | None = None
+    back_to_training: bool = False
+
+
+class WeightSwaps:
+    """The store/copy_to swaps of a module and whether each is undone."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.index = ctx.index
+        self.loops = ctx.get(TrainingLoops)
+        self.swaps: list[Swap] = []
+        objects = ctx.get(AveragingObjects)
+        for obj in objects.objects:
+            spec = obj.spec
+            if spec is None or not spec.store_methods or not spec.restore_methods:
+                continue
+            calls = self._method_calls(obj, objects)
+            stores = calls.get("store", [])
+            restores = calls.get("restore", [])
+            for copy_to in calls.get("copy_to", []):
+                fn = self.loops.function_of(copy_to)
+                store = next(
+                    (
+                        s
+                        for s in reversed(stores)
+                        if self.loops.function_of(s) is fn and self.index.is_before(s, copy_to)
+                    ),
+                    None,
+                )
+                if store is None:
+                    continue  # a one-way swap (export at the end), not a store/restore pair
+                self.swaps.append(self._swap(obj, store, copy_to, fn, restores))
+
+    @classmethod
+    def build(cls, ctx: FileContext) -> WeightSwaps:
+        return cls(ctx)
+
+    def _method_calls(
+        self, obj: AveragingObject, objects: AveragingObjects
+    ) -> dict[str, list[cst.Call]]:
+        spec = obj.spec
+        assert spec is not None
+        kinds = {name: "store" for name in spec.store_methods}
+        kinds.update({name: "restore" for name in spec.restore_methods})
+        kinds["copy_to"] = "copy_to"
+        found: dict[str, list[cst.Call]] = {}
+        for call in self._calls_of(tuple(kinds)):
+            func = call.func
+            assert isinstance(func, cst.Attribute)
+            if objects.for_expression(func.value) is obj:
+                found.setdefault(kinds[func.attr.value], []).append(call)
+        return found
+
+    def _calls_of(self, methods: tuple[str, ...]) -> list[cst.Call]:
+        """Calls of any of ``methods`` in document order (from the index's table)."""
+        calls = [c for m in dict.fromkeys(methods) for c in self.index.method_calls(m)]
+        calls.sort(key=lambda c: self.index.order[id(c)])
+        return calls
+
+    def _swap(
+        self,
+        obj: AveragingObject,
+        store: cst.Call,
+        copy_to: cst.Call,
+        fn: cst.FunctionDef | None,
+        restores: list[cst.Call],
+    ) -> Swap:
+        after = [
+            r
+            for r in restores
+            if self.loops.function_of(r) is fn and self.index.is_before(copy_to, r)
+        ]
+        swap = Swap(obj, store, copy_to, fn, after)
+        swap.back_to_training = self.back_to_training(copy_to, fn)
+        if not after:
+            swap.missing = not any(self.loops.function_of(r) is not fn for r in restores)
+            return swap
+        covering = [r for r in after if self._covers(r, copy_to, fn)]
+        if not covering:
+            swap.skipped_by = after[0]
+            return swap
+        swap.skipped_by = self._exit_between(copy_to, covering[0], fn)
+        return swap
+
+    def _covers(self, restore: cst.Call, copy_to: cst.Call, fn: cst.CSTNode | None) -> bool:
+        """``restore`` runs whenever ``copy_to`` did: it is not in an ``except`` handler, and
+        every condition around it that is not around ``copy_to`` repeats one that is."""
+        tests = {
+            self.ctx.code(a.test)
+            for a in self.index.ancestors(copy_to)
+            if isinstance(a, cst.If) and self.index.contains(a.body, copy_to)
+        }
+        for ancestor in self.index.ancestors(restore):
+            if ancestor is fn:
+                break
+            if self.index.contains(ancestor, copy_to):
+                continue
+            if isinstance(ancestor, cst.ExceptHandler):
+                return False
+            if (
+                isinstance(ancestor, cst.If)
+                and self.index.contains(ancestor.body, restore)
+                and self.ctx.code(ancestor.test) not in tests
+            ):
+                return False
+            if isinstance(ancestor, cst.Else):
+                return False
+        return True
+
+    def _exit_between(
+        self, copy_to: cst.Call, restore: cst.Call, fn: cst.CSTNode | None
+    ) -> cst.CSTNode | None:
+        """A ``return``/``continue``/``break`` after the swap that leaves before the restore."""
+        start, end = self.index.order[id(copy_to)], self.index.order[id(restore)]
+        for kind in (cst.Return, cst.Continue, cst.Break):
+            for node in self.ctx.nodes(kind):
+                position = self.index.order[id(node)]
+                if not start < position < end or self.loops.function_of(node) is not fn:
+                    continue
+                if self._protected(node, restore):
+                    continue
+                if kind is cst.Return:
+                    return node
+                loop = self.index.enclosing(node, cst.For, cst.While, cst.FunctionDef)
+                if loop is not None and self.index.contains(loop, restore):
+                    return node
+        return None
+
+    def _protected(self, node: cst.CSTNode, restore: cst.Call) -> bool:
+        """``node`` is inside a ``try`` whose ``finally`` runs the restore."""
+        for ancestor in self.index.ancestors(node):
+            if (
+                isinstance(ancestor, cst.Try)
+                and ancestor.finalbody is not None
+                and self.index.contains(ancestor.finalbody, restore)
+            ):
+                return True
+        return False
+
+    def back_to_training(self, node: cst.CSTNode, fn: cst.FunctionDef | None) -> bool:
+        if self.loops.anchors(node):
+            return True
+        hooks = self.ctx.get(FrameworkHooks)
+        for hook, _ in hooks.hooks_reaching(node):
+            if not hook.name.value.startswith(_END_HOOKS):
+                return True
+        return False
