@@ -271,7 +271,15 @@ def python_package_version(env: Env, package: str) -> str:
 # --- ema-lint capabilities ------------------------------------------------------------
 
 
-EMA_LINT_FLAGS = ("--no-cache", "--cache-dir", "--jobs", "--exit-zero", "--quiet", "--isolated")
+EMA_LINT_FLAGS = (
+    "--no-cache",
+    "--cache-dir",
+    "--jobs",
+    "--exit-zero",
+    "--quiet",
+    "--isolated",
+    "--no-respect-gitignore",
+)
 
 
 def detect_flags(help_text: str, flags: Iterable[str] = EMA_LINT_FLAGS) -> set[str]:
@@ -332,7 +340,8 @@ def build_tools(
     ema = envs.get("ema-lint")
     if ema is not None and ema.ok:
         base = [ema.bin("ema-lint"), "check"]
-        for flag in ("--exit-zero", "--quiet", "--isolated"):
+        # The corpus sits in a git-ignored cache folder: walk it as ruff does (no gitignore).
+        for flag in ("--exit-zero", "--quiet", "--isolated", "--no-respect-gitignore"):
             if flag in ema_flags:
                 base.append(flag)
         missing = [f for f in ("--no-cache", "--cache-dir", "--jobs") if f not in ema_flags]

@@ -44,7 +44,8 @@ import corpus
 
 BASELINE = Path(__file__).resolve().parent / "ecosystem-baseline.txt"
 INTERNAL_PREFIX = "EMA90"
-OPTIONAL_FLAGS = ("--no-cache", "--isolated")
+# The packages sit in a git-ignored cache folder: walk them whatever git ignores.
+OPTIONAL_FLAGS = ("--no-cache", "--isolated", "--no-respect-gitignore")
 
 
 # --- pure helpers (tested offline) ----------------------------------------------------

@@ -47,6 +47,13 @@ def default_command() -> list[str]:
     return ["ema-lint"]
 
 
+def _walk_flags(command: list[str]) -> list[str]:
+    """``--no-respect-gitignore`` where this ema-lint has it: the ecosystem packages sit in
+    a git-ignored cache folder, and a walk that honours .gitignore would skip them all."""
+    probe = subprocess.run([*command, "check", "--help"], capture_output=True, text=True)
+    return ["--no-respect-gitignore"] if "--no-respect-gitignore" in probe.stdout else []
+
+
 def parse_command(text: str | None) -> list[str]:
     return shlex.split(text) if text else default_command()
 
@@ -131,6 +138,7 @@ def run(
     ``prefix + 'x.py'``. Messages of a failing run go to ``errors``.
     """
     command = command or default_command()
+    extra = _walk_flags(command)
     roots = [(r.resolve(), p) for r, p in roots]
     found: list[Finding] = []
     env = dict(os.environ)
@@ -147,6 +155,7 @@ def run(
                     "--exit-zero",
                     "--output-format",
                     fmt,
+                    *extra,
                     *batch,
                 ],
                 capture_output=True,
