@@ -22,6 +22,7 @@ import libcst as cst
 
 from ema_lint.analysis.objects.averaging import AveragingObjects
 from ema_lint.analysis.syntax.context import FileContext
+from ema_lint.analysis.syntax.names import dotted_name
 from ema_lint.analysis.syntax.vocabulary import COPY_AVERAGE_WORDS, names_an_average
 from ema_lint.analysis.training.swaps import WeightSwaps
 
@@ -155,33 +156,22 @@ def _shallow_state_dict(value: cst.BaseExpression) -> cst.Call | None:
             and (inner := _state_dict_call(func.value)) is not None
         ):
             return inner
-        name = _dotted(func)
+        name = dotted_name(func)
         if name in _SHALLOW_COPIES and len(value.args) == 1 and value.args[0].keyword is None:
             return _state_dict_call(value.args[0].value)
+    if not isinstance(value, cst.DictComp):
+        return None
+    target = value.for_in.target
+    if not isinstance(target, cst.Tuple) or len(target.elements) != 2:
+        return None
+    key, item = (e.value for e in target.elements)
+    iterated = value.for_in.iter
     if (
-        isinstance(value, cst.DictComp)
-        and len(value.for_in.target.elements if isinstance(value.for_in.target, cst.Tuple) else ())
-        == 2
+        isinstance(iterated, cst.Call)
+        and isinstance(iterated.func, cst.Attribute)
+        and iterated.func.attr.value == "items"
+        and value.key.deep_equals(key)
+        and value.value.deep_equals(item)
     ):
-        target = value.for_in.target
-        assert isinstance(target, cst.Tuple)
-        key, item = (e.value for e in target.elements)
-        iterated = value.for_in.iter
-        if (
-            isinstance(iterated, cst.Call)
-            and isinstance(iterated.func, cst.Attribute)
-            and iterated.func.attr.value == "items"
-            and value.key.deep_equals(key)
-            and value.value.deep_equals(item)
-        ):
-            return _state_dict_call(iterated.func.value)
+        return _state_dict_call(iterated.func.value)
     return None
-
-
-def _dotted(node: cst.BaseExpression) -> str:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        head = _dotted(node.value)
-        return f"{head}.{node.attr.value}" if head else ""
-    return ""
