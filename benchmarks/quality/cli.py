@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import subprocess
 import sys
 import tempfile
@@ -19,6 +20,7 @@ import time
 from pathlib import Path
 
 from benchmarks.quality import ecosystem, ledger, linter, manifest, mutation, report, scoring
+from benchmarks.quality.operators import OPERATORS, by_name
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_LEDGER = HERE / "ledger.tsv"
@@ -45,6 +47,7 @@ def run_mutants(
     command: list[str],
     max_sites: int,
     errors: list[str],
+    operators: tuple[str, ...] = (),
 ) -> tuple[list[mutation.MutantResult], list[mutation.EngineError]]:
     """Mutate ``files`` (key, path), lint originals and mutants, judge each mutant."""
     engine_errors: list[mutation.EngineError] = []
@@ -54,7 +57,8 @@ def run_mutants(
             source = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             continue
-        mutants += mutation.mutants_of(key, source, max_sites=max_sites, errors=engine_errors)
+        ops = [by_name(o) for o in operators] if operators else OPERATORS
+        mutants += mutation.mutants_of(key, source, ops, max_sites=max_sites, errors=engine_errors)
     for i, m in enumerate(mutants):
         m.index = i
     _log(f"  {len(mutants)} mutants of {len(files)} files; linting them")
@@ -120,11 +124,27 @@ def main(argv: list[str] | None = None) -> int:
         "--max-sites", type=int, default=mutation.MAX_SITES, help="mutants per operator per file"
     )
     ap.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="mutate only files whose key matches GLOB (repeatable); implies --no-write",
+    )
+    ap.add_argument(
+        "--operator",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="apply only this mutation operator (repeatable); implies --no-write",
+    )
+    ap.add_argument(
         "--new-findings",
         action="store_true",
         help="print the findings not in the ledger, as ledger rows",
     )
     args = ap.parse_args(argv)
+    if args.only or args.operator:
+        args.no_write = True  # a partial run must not overwrite the full results
 
     t0 = time.monotonic()
     command = linter.parse_command(args.ema_lint)
@@ -161,8 +181,12 @@ def main(argv: list[str] | None = None) -> int:
         ]
         if eco_roots:
             files += ecosystem.averaging_files(eco_roots, args.ecosystem_files)
+        if args.only:
+            files = [f for f in files if any(fnmatch.fnmatch(f[0], g) for g in args.only)]
         _log(f"mutants: mutating {len(files)} files")
-        results, engine_errors = run_mutants(files, None, command, args.max_sites, errors)
+        results, engine_errors = run_mutants(
+            files, None, command, args.max_sites, errors, tuple(args.operator)
+        )
 
     run = report.Run(
         version=_version(command),
@@ -183,6 +207,10 @@ def main(argv: list[str] | None = None) -> int:
         _log(f"wrote {args.output}")
     summary = text.split("## Corpus per rule")[0]
     print(summary)
+    if args.only or args.operator:
+        # A partial run is for iterating on a rule: show which mutants it still misses.
+        mutants = text.partition("\n## Mutants\n")[2].partition("\n## ")[0]
+        print("## Mutants\n" + mutants)
     if args.new_findings:
         print(ledger.header())
         for f in corpus_review.unreviewed:
