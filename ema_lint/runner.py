@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import difflib
 import errno
+import json
 import os
 import stat
+import time
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import dependencies
-from .analysis.project.admission import imports_averaging
+from .analysis.project.admission import about_averaging, imported_files, imports_averaging
 from .cache import Cache, StatIndex, content_hash, portable, settings_key
 from .config import Settings
 from .decoding import text_for_matching
@@ -218,8 +220,10 @@ def _settle(
     python = path.suffix in PYTHON_SUFFIXES
     if file_settings.prefilter and python:
         prefilter = _prefilter(file_settings)
-        if not prefilter.matches(text_for_matching(data)) and not imports_averaging(display, data):
-            return FileOutcome(display), f"skip:{prefilter.fingerprint}"
+        if not prefilter.matches(text_for_matching(data)):
+            imported = imported_files(display, data)
+            if not about_averaging(imported):
+                return FileOutcome(display), _skip_verdict(prefilter.fingerprint, imported)
     if cache is None:
         return None, None
     digest = content_hash(data)
@@ -237,6 +241,39 @@ def _from_cache(
     return FileOutcome(display, found)
 
 
+def _skip_verdict(fingerprint: str, imported: list[str]) -> str | None:
+    """``skip:<filter>``, with the stat signatures of the project modules the file imports:
+    the file was skipped because none of them is about averaging, which holds only while
+    they are unchanged (a helper that gains an EMA class makes its importers relevant)."""
+    signatures = []
+    for name in imported:
+        signature = StatIndex.signature(name)
+        if signature is None or time.time() - max(signature[1:3]) / 1e9 < StatIndex.RACY_SECONDS:
+            return None  # cannot tell later whether it changed: do not remember the skip
+        signatures.append([name, *signature])
+    if not signatures:
+        return f"skip:{fingerprint}"
+    return f"skip:{fingerprint}|{json.dumps(signatures, separators=(',', ':'))}"
+
+
+def _imports_unchanged(imported: str) -> bool:
+    """Every project module recorded with a skip verdict still has its signature."""
+    if not imported:
+        return True
+    try:
+        entries = json.loads(imported)
+    except ValueError:
+        return False
+    if not isinstance(entries, list):
+        return False
+    for entry in entries:
+        if not (isinstance(entry, list) and entry and isinstance(entry[0], str)):
+            return False
+        if StatIndex.signature(entry[0]) != entry[1:]:
+            return False
+    return True
+
+
 def _settle_known(
     verdict: str,
     path: Path,
@@ -247,10 +284,12 @@ def _settle_known(
     """The outcome of an unchanged file from what the stat index remembers, if it can tell."""
     kind, _, value = verdict.partition(":")
     if kind == "skip":
+        fingerprint, _, imported = value.partition("|")
         if (
             file_settings.prefilter
             and path.suffix in PYTHON_SUFFIXES
-            and value == _prefilter(file_settings).fingerprint
+            and fingerprint == _prefilter(file_settings).fingerprint
+            and _imports_unchanged(imported)
         ):
             return FileOutcome(str(path))
         return None

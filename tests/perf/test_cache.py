@@ -419,6 +419,57 @@ def test_unchanged_files_are_not_read_again(
     assert sorted(reads) == ["b.py"]
 
 
+_PLAIN_HELPER = """
+class Smoother:
+    def __init__(self, model, rate):
+        self.rate = rate
+
+    def update(self, model):
+        pass
+"""
+
+_AVERAGING_HELPER = """
+import copy
+
+
+class Smoother:
+    def __init__(self, model, rate):
+        self.rate = rate
+        self.shadow = copy.deepcopy(model)
+
+    def update(self, model):
+        with torch.no_grad():
+            for s, p in zip(self.shadow.parameters(), model.parameters()):
+                s.mul_(self.rate).add_(p, alpha=1 - self.rate)
+"""
+
+_IMPORTER = """from tools import Smoother
+
+smoother = Smoother(net, 0.9)
+for x in loader:
+    net(x).sum().backward()
+    opt.step()
+    smoother.update(net)
+"""
+
+
+def test_a_skipped_file_is_checked_again_once_a_module_it_imports_changes(
+    run, project: Path, reads: list[str], trusting: None
+) -> None:
+    """The pre-filter skipped train.py (its bytes name no averaging API) because the module
+    it imports held nothing about averaging; once that module gains an EMA class, the
+    remembered skip no longer stands."""
+    (project / "tools.py").write_text(_PLAIN_HELPER)
+    (project / "train.py").write_text(_IMPORTER)
+    assert run("-j1", "train.py", cwd=project).code == 0
+    reads.clear()
+    assert run("-j1", "train.py", cwd=project).code == 0
+    assert reads == []  # unchanged, with an unchanged import: the skip is remembered
+    (project / "tools.py").write_text(_AVERAGING_HELPER)
+    again = run("-j1", "train.py", cwd=project)
+    assert again.code == 1 and "EMA101" in again.out and "defined in tools.py" in again.out
+
+
 def test_a_rewrite_with_the_same_size_and_time_is_still_seen(
     run, project: Path, reads: list[str], trusting: None
 ) -> None:

@@ -45,13 +45,15 @@ def _relevant(path: str) -> bool:
     return found
 
 
-def imports_averaging(path: str | None, data: bytes | str) -> bool:
-    """``path`` (with content ``data``) imports a project module about averaging."""
+def imported_files(path: str | None, data: bytes | str) -> list[str]:
+    """The project files ``path`` (with content ``data``) imports, in order, at most
+    ``MAX_IMPORTS`` import lines' worth: what its admission depends on."""
     if not path or b"import" not in (raw := data.encode() if isinstance(data, str) else data):
-        return False
+        return []
     if not os.path.isfile(path):
-        return False
+        return []
     importer = module_for_path(path)
+    files: list[str] = []
     for number, match in enumerate(_IMPORT.finditer(raw)):
         if number >= MAX_IMPORTS:
             break
@@ -63,6 +65,16 @@ def imports_averaging(path: str | None, data: bytes | str) -> bool:
             candidates.extend(f"{module}{joiner}{n}" for n in names[:8] if n != "as")
         for candidate in candidates:
             found = resolve(importer, candidate)
-            if found is not None and _relevant(found.path):
-                return True
-    return False
+            if found is not None and found.path not in files:
+                files.append(found.path)
+    return files
+
+
+def about_averaging(files: list[str]) -> bool:
+    """One of ``files`` (project modules) holds averaging evidence."""
+    return any(_relevant(f) for f in files)
+
+
+def imports_averaging(path: str | None, data: bytes | str) -> bool:
+    """``path`` (with content ``data``) imports a project module about averaging."""
+    return about_averaging(imported_files(path, data))
