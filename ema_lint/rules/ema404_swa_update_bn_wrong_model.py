@@ -91,6 +91,10 @@ class SwaUpdateBnWrongModel(Rule):
             self._placement(swa, model)
         for bn in swa.bn_updates:
             models = claimed.get(id(bn))
+            if models and len(models) > 1:
+                # Same-named live models in several functions: the average meant is the
+                # one in scope at the call.
+                models = [m for m in models if self._spelled_at(m, bn.call)] or models
             if models:
                 self._live_model(bn, models)
 

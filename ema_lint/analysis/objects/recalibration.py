@@ -12,6 +12,8 @@ for the looped-over parameter the ``loader``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import libcst as cst
 
 from ema_lint.analysis.objects.apis import API_SPECS, BoundCall, Role
@@ -33,21 +35,25 @@ class LocalBnUpdates:
         # function name -> (index of the model parameter, index of the loader parameter)
         self.functions: dict[str, tuple[cst.FunctionDef, int, int | None]] = {}
         self.calls: list[BoundCall] = []
-        if not any(
+        if any(
             isinstance(a, cst.Attribute) and a.attr.value in _BN_STATE
             for a in ctx.nodes(cst.Attribute)
         ):
-            return
-        for function in ctx.nodes(cst.FunctionDef):
-            assert isinstance(function, cst.FunctionDef)
-            found = self._recalibrates(function)
-            if found is not None:
-                self.functions[function.name.value] = (function, *found)
-        if not self.functions:
+            for function in ctx.nodes(cst.FunctionDef):
+                assert isinstance(function, cst.FunctionDef)
+                found = self._recalibrates(function)
+                if found is not None:
+                    self.functions[function.name.value] = (function, *found)
+        # Another module's recalibration helper (``from utils import bn_update``), from the
+        # project's summaries: a call of it recalibrates as surely as a local one.
+        project = ctx.project
+        if not self.functions and project is None:
             return
         for call in ctx.nodes(cst.Call):
             assert isinstance(call, cst.Call)
             bound = self._bind(call)
+            if bound is None and project is not None and not isinstance(call.func, cst.Call):
+                bound = self._bind_project(call, project)
             if bound is not None:
                 self.calls.append(bound)
 
@@ -107,17 +113,31 @@ class LocalBnUpdates:
         if self.index.contains(function, call):
             return None
         params = [p.name.value for p in function.params.params]
-        bound = BoundCall(_UPDATE_BN, call, name)
-        wanted = {params[model_at]: "model"}
-        if loader_at is not None:
-            wanted[params[loader_at]] = "loader"
-        for position, arg in enumerate(call.args):
-            if arg.star:
-                bound.has_star = True
-                continue
-            param = arg.keyword.value if arg.keyword is not None else None
-            if param is None and position < len(params):
-                param = params[position]
-            if param in wanted:
-                bound.args[wanted[param]] = arg
-        return bound if "model" in bound.args else None
+        loader = params[loader_at] if loader_at is not None else None
+        return _bound(call, name, params, params[model_at], loader)
+
+    def _bind_project(self, call: cst.Call, project: Any) -> BoundCall | None:
+        record = project.recalibrator(call)
+        if record is None:
+            return None
+        return _bound(call, record.name, record.params, record.model, record.loader)
+
+
+def _bound(
+    call: cst.Call, name: str, params: list[str], model: str, loader: str | None
+) -> BoundCall | None:
+    """``call`` of a recalibration function taking ``params``, bound as ``update_bn``."""
+    bound = BoundCall(_UPDATE_BN, call, name)
+    wanted = {model: "model"}
+    if loader is not None:
+        wanted[loader] = "loader"
+    for position, arg in enumerate(call.args):
+        if arg.star:
+            bound.has_star = True
+            continue
+        param = arg.keyword.value if arg.keyword is not None else None
+        if param is None and position < len(params):
+            param = params[position]
+        if param in wanted:
+            bound.args[wanted[param]] = arg
+    return bound if "model" in bound.args else None

@@ -50,6 +50,7 @@ from .summaries import (
     ClassSummary,
     EvaluatorSummary,
     ModuleSummary,
+    RecalibratorSummary,
     StepperSummary,
     UpdaterSummary,
     summarize,
@@ -74,6 +75,9 @@ _RELEVANT = (
     b".step(",
     b"no_grad",
     b"inference_mode",
+    b"running_mean",
+    b"running_var",
+    b"reset_running_stats",
 )
 _SKIP_DIRS = {
     "__pycache__",
@@ -349,6 +353,23 @@ class ProjectLink:
                         Evidence(f"{record.name}, defined in {where}", module.path, record.line),
                         None,
                     )
+                return record
+        return None
+
+    def recalibrator(self, call: cst.Call) -> RecalibratorSummary | None:
+        """The project BatchNorm recalibration helper (its own ``update_bn``) a call runs."""
+        imports = self.ctx.get(ImportTable)
+        for qualname in imports.qualified_names(call.func):
+            item = self._item(qualname)
+            if item is not None and isinstance(item[1], RecalibratorSummary):
+                module, record = item
+                local = dotted_name(call.func)
+                if local:
+                    where = _display(module.path, self.base)
+                    evidence = Evidence(
+                        f"{record.name}, defined in {where}", module.path, record.line
+                    )
+                    self.note(local, evidence, None)
                 return record
         return None
 

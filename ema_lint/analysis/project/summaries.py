@@ -16,6 +16,8 @@ content's hash and read back without parsing:
   optimizer step (a ``NativeScaler``-style ``__call__(loss, optimizer, ...)``), with the
   argument that makes the step conditional;
 - ``evaluators``: functions that evaluate, sample or generate with a model argument;
+- ``recalibrators``: the project's own ``update_bn`` (``LocalBnUpdates``): which argument is
+  the model whose BatchNorm statistics it recomputes, which the loader;
 - ``calls``: calls to imported functions passing an averaging object (``train_one_epoch(...,
   model_ema)``), with what the object is (an API, a constructor of another module, a copy);
 - ``exports``: names the module imports (re-exports such as ``from .ema import ModelEMA``).
@@ -33,6 +35,7 @@ import libcst as cst
 
 from ema_lint.analysis.objects.apis import API_TABLE, REQUIRED, Role
 from ema_lint.analysis.objects.averaging import AveragingObjects
+from ema_lint.analysis.objects.recalibration import LocalBnUpdates
 from ema_lint.analysis.objects.updates import (
     WEIGHT_METHODS,
     InPlaceUpdate,
@@ -47,7 +50,7 @@ from ema_lint.analysis.syntax.vocabulary import is_averaged_name, names_an_avera
 from ema_lint.analysis.training.evaluation import EvaluationSites
 from ema_lint.analysis.training.modes import ModeTracker
 
-FORMAT = 1
+FORMAT = 2
 
 _WEIGHT_WORDS = {"decay", "beta", "momentum", "rate", "tau", "alpha", "ema_decay", "mu"}
 _APPLY = ("apply_shadow", "copy_to", "apply", "swap", "set", "swap_in")
@@ -130,6 +133,18 @@ class EvaluatorSummary:
 
 
 @dataclass
+class RecalibratorSummary:
+    """A function that recomputes a model's BatchNorm statistics over a loader (the
+    project's own ``update_bn``/``bn_update``), with the parameters it takes them as."""
+
+    name: str
+    line: int
+    params: list[str]  # positional-or-keyword, in order
+    model: str
+    loader: str | None = None
+
+
+@dataclass
 class CallSummary:
     """A call to a name bound by an import, passing an averaging object."""
 
@@ -148,6 +163,7 @@ class ModuleSummary:
     evaluators: list[EvaluatorSummary] = field(default_factory=list)
     calls: list[CallSummary] = field(default_factory=list)
     exports: dict[str, list[str]] = field(default_factory=dict)
+    recalibrators: list[RecalibratorSummary] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, **dataclasses.asdict(self)}
@@ -163,10 +179,13 @@ class ModuleSummary:
             [EvaluatorSummary(**e) for e in data["evaluators"]],
             [CallSummary(**c) for c in data["calls"]],
             {k: list(v) for k, v in data["exports"].items()},
+            [RecalibratorSummary(**r) for r in data["recalibrators"]],
         )
 
     def find(self, name: str) -> object | None:
-        for group in (self.classes, self.updaters, self.steppers, self.evaluators):
+        # A recalibration helper also runs the model without grad: it is the more specific fact.
+        groups = (self.classes, self.updaters, self.steppers, self.recalibrators, self.evaluators)
+        for group in groups:
             for item in group:
                 if item.name == name:
                     return item
@@ -280,6 +299,7 @@ class _Extractor:
             evaluator = self._evaluator(node)
             if evaluator is not None:
                 summary.evaluators.append(evaluator)
+        summary.recalibrators = self._recalibrators()
         summary.calls = self._calls()
         return summary
 
@@ -729,6 +749,17 @@ class _Extractor:
         return self._at(
             EvaluatorSummary(function.name.value, 0, params, unmoded, sets_mode), function
         )
+
+    def _recalibrators(self) -> list[RecalibratorSummary]:
+        found: list[RecalibratorSummary] = []
+        for name, (function, model_at, loader_at) in self.ctx.get(LocalBnUpdates).functions.items():
+            if self.index.enclosing(function, cst.ClassDef, cst.FunctionDef) is not None:
+                continue
+            params = [p.name.value for p in function.params.params]
+            loader = params[loader_at] if loader_at is not None else None
+            record = RecalibratorSummary(name, 0, params, params[model_at], loader)
+            found.append(self._at(record, function))
+        return found
 
     # Calls out ---------------------------------------------------------------------------------
     def _calls(self) -> list[CallSummary]:
