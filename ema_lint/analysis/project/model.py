@@ -620,6 +620,14 @@ def class_spec(record: ClassSummary, qualname: str, where: str) -> ApiSpec | Non
             fields.pop("kwonly")
             fields.pop("defaults")
             fields.pop("var_kwargs")
+        # A subclass that defines none of them keeps its base's methods (AveragedModel's
+        # ``update_parameters``), its device and its dtype.
+        for method in ("update_methods", "apply_methods", "store_methods", "restore_methods"):
+            if not getattr(record, method):
+                fields.pop(method)
+        for inherited in ("device", "dtype"):
+            if fields[inherited] is None:
+                fields.pop(inherited)
         return replace(base, qualname=qualname, **{k: v for k, v in fields.items() if k != "role"})
     if record.kind == "swa":
         return None  # a hand-made equal average: the SWA rules need AveragedModel's semantics
