@@ -358,11 +358,13 @@ class UpdateIgnoresAccumulation(Rule):
             test = f"`if {self._test(where)}:`" if isinstance(where, cst.If) else "a condition"
             how = f"while `{helper}()` steps the optimizer only under {test}"
         elif finding.kind == "keyword":
-            assert isinstance(where, cst.Arg) and where.keyword is not None
-            how = (
-                "while the step helper steps the optimizer only when "
+            assert isinstance(where, cst.Arg)
+            condition = (
                 f"`{where.keyword.value}={self.ctx.code(where.value)}`"
+                if where.keyword is not None
+                else f"`{self.ctx.code(where.value)}` (the argument its step depends on)"
             )
+            how = f"while the step helper steps the optimizer only when {condition}"
         elif finding.kind == "engine":
             how = (
                 "after the DeepSpeed engine's `step()`, which steps the optimizer only at "

@@ -68,14 +68,18 @@ def _identifiers(node: cst.CSTNode, index) -> Iterator[str]:
         yield name.value
 
 
-def _project_helpers(ctx: FileContext) -> tuple[set[int], set[int]]:
+def _project_helpers(ctx: FileContext) -> tuple[set[int], set[int], dict[int, cst.Arg]]:
     """Calls of the project's step helpers (``loss_scaler(loss, optimizer)`` with the class
-    defined in another module): those that step the optimizer, those that run backward."""
+    defined in another module): those that step the optimizer, those that run backward,
+    and, per call, the argument its step depends on (the helper's summary names the
+    parameter: ``update_grad=(i + 1) % accum == 0``) when the call passes one that is not
+    literally ``True``."""
     project = ctx.project
     steps: set[int] = set()
     backwards: set[int] = set()
+    gates: dict[int, cst.Arg] = {}
     if project is None:
-        return steps, backwards
+        return steps, backwards, gates
     for call in ctx.nodes(cst.Call):
         if not isinstance(call.func, (cst.Name, cst.Attribute)) or not call.args:
             continue
@@ -84,9 +88,36 @@ def _project_helpers(ctx: FileContext) -> tuple[set[int], set[int]]:
             continue
         if helper.step:
             steps.add(id(call))
+            gate = _condition_argument(call, helper.params, helper.condition)
+            if gate is not None:
+                gates[id(call)] = gate
         if helper.backward:
             backwards.add(id(call))
-    return steps, backwards
+    return steps, backwards, gates
+
+
+def _condition_argument(call: cst.Call, params: list[str], condition: str | None) -> cst.Arg | None:
+    """The argument of ``call`` bound to the helper's parameter ``condition`` (by keyword
+    or position), unless it is the constant ``True`` (a step on every call)."""
+    if condition is None:
+        return None
+    found: cst.Arg | None = None
+    position = 0
+    for arg in call.args:
+        if arg.star:
+            return None  # ``*args``/``**kwargs``: which one it is is unknown
+        if arg.keyword is not None:
+            if arg.keyword.value == condition:
+                found = arg
+                break
+            continue
+        if position < len(params) and params[position] == condition:
+            found = arg
+            break
+        position += 1
+    if found is None or (isinstance(found.value, cst.Name) and found.value.value == "True"):
+        return None
+    return found
 
 
 @dataclass(frozen=True, eq=False)
@@ -163,7 +194,7 @@ class TrainingLoops:
                     self._callers.setdefault(id(target), []).append(call)
         self.backward_calls = [c for c in ctx.nodes(cst.Call) if self.is_backward_call(c)]
         self.step_calls = [c for c in ctx.nodes(cst.Call) if self.is_step_call(c)]
-        self._helper_steps, self._helper_backwards = _project_helpers(ctx)
+        self._helper_steps, self._helper_backwards, self._helper_gates = _project_helpers(ctx)
         self.step_calls.extend(c for c in ctx.nodes(cst.Call) if id(c) in self._helper_steps)
         self.backward_calls.extend(
             c for c in ctx.nodes(cst.Call) if id(c) in self._helper_backwards
@@ -620,6 +651,9 @@ class TrainingLoops:
                 and not (isinstance(arg.value, cst.Name) and arg.value.value == "True")
             ):
                 return "keyword", arg
+        helper_gate = self._helper_gates.get(id(call))
+        if helper_gate is not None:
+            return "keyword", helper_gate
         func = call.func
         if isinstance(func, cst.Attribute):
             method = func.attr.value
