@@ -65,6 +65,17 @@ def _project_files(key: str, path: Path) -> list[tuple[str, Path]]:
     return found
 
 
+def _mark_root(folder: Path) -> None:
+    """A repository's root folder (``owner__repo/``, not a package itself) gets the project
+    marker its checkout has (``.git``; the extracted corpus keeps none): imports of the
+    repository's own modules (``from models.ema import EMAHelper`` in ``runners/``) resolve
+    from it, as when the code runs from the checkout."""
+    if folder.is_dir() and not (folder / "__init__.py").exists():
+        marker = folder / "setup.cfg"
+        if not marker.exists():
+            marker.write_text("")
+
+
 def _link(dest: Path, source: Path) -> None:
     dest.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -107,6 +118,8 @@ def run_mutants(
             for other_key, other in siblings[key]:
                 if not (root / "orig" / other_key).exists():
                     _link(root / "orig" / other_key, other)
+            if len(Path(key).parts) > 1:
+                _mark_root(root / "orig" / Path(key).parts[0])
         paths = []
         for m in mutants:
             dest = root / "mut" / m.key
@@ -117,6 +130,8 @@ def run_mutants(
             base = dest.parents[len(Path(m.source_file).parts) - 1]
             for other_key, other in siblings.get(m.source_file, []):
                 _link(base / other_key, other)
+            if len(Path(m.source_file).parts) > 1:
+                _mark_root(base / Path(m.source_file).parts[0])
         before: dict[str, list[linter.Finding]] = {}
         for f in linter.run(orig_paths, [(root / "orig", "")], command, errors):
             before.setdefault(f.file, []).append(f)
