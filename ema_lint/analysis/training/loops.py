@@ -506,11 +506,23 @@ class TrainingLoops:
         models = self.step_models(step)
         if models is None:
             return None
+        names = self._mentioned_models(node)
+        # A hand-written update names loop variables: the loop over parameter pairs says
+        # which models they come from (``zip(g_ema.parameters(), generator.parameters())``).
+        fn = self.function_of(node)
+        for ancestor in self.index.ancestors(node):
+            if ancestor is fn:
+                break
+            if isinstance(ancestor, cst.For) and _target_names(ancestor.target) & names:
+                names |= self._mentioned_models(ancestor.iter)
+        return bool(models & self._with_aliases(names))
+
+    def _mentioned_models(self, node: cst.CSTNode) -> set[str]:
         names: set[str] = set()
         for sub in (node, *self.index.descendants(node, (cst.Name, cst.Attribute))):
             if isinstance(sub, (cst.Name, cst.Attribute)):
                 names |= _model_roots(sub)
-        return bool(models & self._with_aliases(names))
+        return names
 
     # Where a node runs ----------------------------------------------------------------------
     def anchors(self, node: cst.CSTNode) -> list[Anchor]:
