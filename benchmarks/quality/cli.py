@@ -41,6 +41,49 @@ def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+# A project with more Python files than this is linted without its other files (bounded cost).
+MAX_PROJECT_FILES = 400
+
+
+def _project_files(key: str, path: Path) -> list[tuple[str, Path]]:
+    """The other files of the project ``path`` belongs to, as (key, path): the folder the
+    key's first part names (``owner__repo/``, an ecosystem package). A mutant is linted
+    among them, as the real file is: its helpers, classes and callers in other modules
+    are what the project model reads."""
+    parts = Path(key).parts
+    if len(parts) < 2:
+        return []
+    root = path.parents[len(parts) - 2]
+    top = parts[0]
+    found = []
+    for other in sorted(root.rglob("*.py")):
+        if other == path or not other.is_file():
+            continue
+        found.append((f"{top}/{other.relative_to(root).as_posix()}", other))
+        if len(found) > MAX_PROJECT_FILES:
+            return []
+    return found
+
+
+def _mark_root(folder: Path) -> None:
+    """A repository's root folder (``owner__repo/``, not a package itself) gets the project
+    marker its checkout has (``.git``; the extracted corpus keeps none): imports of the
+    repository's own modules (``from models.ema import EMAHelper`` in ``runners/``) resolve
+    from it, as when the code runs from the checkout."""
+    if folder.is_dir() and not (folder / "__init__.py").exists():
+        marker = folder / "setup.cfg"
+        if not marker.exists():
+            marker.write_text("")
+
+
+def _link(dest: Path, source: Path) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        dest.symlink_to(source.resolve())
+    except OSError:
+        dest.write_bytes(source.read_bytes())
+
+
 def run_mutants(
     files: list[tuple[str, Path]],
     originals: dict[str, list[linter.Finding]] | None,
@@ -65,17 +108,30 @@ def run_mutants(
     with tempfile.TemporaryDirectory(prefix="ema-lint-mutants-") as tmp:
         root = Path(tmp)
         orig_paths = []
+        siblings = {key: _project_files(key, path) for key, path in files}
         for key, path in files:
             dest = root / "orig" / key
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(path.read_bytes())
             orig_paths.append(dest)
+        for key, _ in files:
+            for other_key, other in siblings[key]:
+                if not (root / "orig" / other_key).exists():
+                    _link(root / "orig" / other_key, other)
+            if len(Path(key).parts) > 1:
+                _mark_root(root / "orig" / Path(key).parts[0])
         paths = []
         for m in mutants:
             dest = root / "mut" / m.key
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_text(m.code, encoding="utf-8")
             paths.append(dest)
+            # The mutant among the other files of its project (``mNNNNN/owner__repo/...``).
+            base = dest.parents[len(Path(m.source_file).parts) - 1]
+            for other_key, other in siblings.get(m.source_file, []):
+                _link(base / other_key, other)
+            if len(Path(m.source_file).parts) > 1:
+                _mark_root(base / Path(m.source_file).parts[0])
         before: dict[str, list[linter.Finding]] = {}
         for f in linter.run(orig_paths, [(root / "orig", "")], command, errors):
             before.setdefault(f.file, []).append(f)

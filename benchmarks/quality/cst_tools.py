@@ -157,11 +157,27 @@ def mentions_averaged(node: cst.CSTNode) -> bool:
     return any(isinstance(n, cst.Name) and is_averaged_name(n.value) for n in walk(node))
 
 
+# Components that say a call steps a schedule or averages logged values, not weights:
+# ``ema_sched.step()`` (a decay warmup), ``ema_update_dict(stats, {"loss": loss})``.
+NOT_WEIGHTS = frozenset(
+    {"sched", "scheduler", "warmup", "dict", "stats", "stat", "loss", "losses", "metric", "meter"}
+)
+
+
+def _not_weights(call: cst.Call) -> bool:
+    names = [last_name(call.func), dotted(call.func) or ""]
+    if any(set(components(n)) & NOT_WEIGHTS for n in names):
+        return True
+    return any(isinstance(a.value, cst.Dict) for a in call.args)
+
+
 def is_update_call(call: cst.Call) -> bool:
     """A call updating an average: ``ema.update(m)``, ``update_ema()``, ``accumulate(g_ema, g)``."""
     func = call.func
     name = last_name(func)
     comps = components(name)
+    if _not_weights(call):
+        return False
     if (
         isinstance(func, cst.Attribute)
         and name in UPDATE_METHODS

@@ -241,14 +241,31 @@ def _is_accumulation_test(ctx: Context, test: cst.CSTNode) -> bool:
             comps = set(components(last_name(n)))
             if (
                 comps & {"accumulate", "accum", "accumulation", "sync"}
-                or last_name(n) == "sync_gradients"
+                or last_name(n) in _STEP_FLAGS
             ):
                 return True
     return False
 
 
+# Flags real code names the micro-batches that step by (timm's ``need_update``,
+# guided-diffusion's ``took_step``, DeepSpeed's boundary test).
+_STEP_FLAGS = frozenset(
+    {
+        "sync_gradients",
+        "need_update",
+        "update_grad",
+        "should_step",
+        "do_step",
+        "took_step",
+        "is_update_step",
+        "is_gradient_accumulation_boundary",
+        "should_update",
+    }
+)
+
+
 def _split_update(stmts: list) -> list[int]:
-    return [i for i, s in enumerate(stmts) if is_update_stmt(s)]
+    return [i for i, s in enumerate(stmts) if _holds_update(s)]
 
 
 def accumulation_guard(ctx: Context) -> Iterator[Site]:
@@ -311,7 +328,7 @@ def accumulation_guard(ctx: Context) -> Iterator[Site]:
             ):
                 continue
             for j in range(k + 1, len(body)):
-                if is_update_stmt(body[j]):
+                if _holds_update(body[j]):
                     new = [*list(body[:k]), body[j], *list(body[k:j]), *list(body[j + 1 :])]
                     edit = Edit()
                     edit.put(block, block.with_changes(body=new))
@@ -320,20 +337,152 @@ def accumulation_guard(ctx: Context) -> Iterator[Site]:
                     break
 
 
+def _step_receiver(stmt: cst.CSTNode) -> str | None:
+    """The optimizer a step statement steps: ``d_optim`` of ``d_optim.step()``, ``opt`` of
+    ``scaler.step(opt)``."""
+    call = expr_stmt_call(stmt)
+    if call is None or not isinstance(call.func, cst.Attribute):
+        return None
+    receiver = call.func.value
+    if "scaler" in components(last_name(receiver)) and call.args:
+        receiver = call.args[0].value
+    return last_name(receiver) or None
+
+
+def _model_names(ctx: Context, expr: cst.CSTNode, depth: int = 0) -> set[str]:
+    """Models whose parameters ``expr`` reads (``generator`` in ``generator.parameters()``),
+    following a name to what it was assigned once."""
+    found: set[str] = set()
+    for n in walk(expr):
+        if (
+            isinstance(n, cst.Call)
+            and isinstance(n.func, cst.Attribute)
+            and n.func.attr.value in ("parameters", "named_parameters")
+        ):
+            name = last_name(n.func.value)
+            if name:
+                found.add(name)
+        elif isinstance(n, cst.Name) and depth == 0 and not found:
+            for value in _assigned(ctx, n.value):
+                found |= _model_names(ctx, value, depth + 1)
+    return found
+
+
+def _assigned(ctx: Context, name: str) -> list[cst.BaseExpression]:
+    """The values assigned to ``name`` (``name = ...``, ``self.name = ...``) in the module."""
+    key = ("assigned", name)
+    if key not in ctx.cache:
+        ctx.cache[key] = [
+            a.value
+            for a in ctx.nodes(cst.Assign)
+            if any(last_name(t.target) == name for t in a.targets)
+        ]
+    return ctx.cache[key]
+
+
+def _optimizer_models(ctx: Context, step: cst.CSTNode) -> set[str]:
+    """The models an optimizer trains, from where it is made (empty: not known)."""
+    name = _step_receiver(step)
+    found: set[str] = set()
+    if name is None:
+        return found
+    for value in _assigned(ctx, name):
+        if isinstance(value, cst.Call):
+            for arg in value.args[:1]:
+                found |= _model_names(ctx, arg.value)
+    return found
+
+
+def _update_names(ctx: Context, stmt: cst.CSTNode) -> set[str]:
+    """Names an update mentions, with the names their aliases were assigned from
+    (``g_module = generator.module``)."""
+    names = {n.value for n in walk(stmt) if isinstance(n, cst.Name)}
+    for name in list(names):
+        for value in _assigned(ctx, name):
+            names |= {n.value for n in walk(value) if isinstance(n, cst.Name)}
+    return names
+
+
+def _trains_averaged(ctx: Context, step: cst.CSTNode, update: cst.CSTNode) -> bool:
+    """The step's optimizer trains the model the update averages, or nothing says it does
+    not (a discriminator's ``d_optim`` beside a generator's EMA does not)."""
+    models = _optimizer_models(ctx, step)
+    return not models or bool(models & _update_names(ctx, update))
+
+
+def _holds_update(stmt: cst.CSTNode) -> bool:
+    """An update, or an ``if``/``with`` whose own body holds one and no optimizer step
+    (``if accelerator.sync_gradients: ema.step(...)``)."""
+    if is_update_stmt(stmt):
+        return True
+    if isinstance(stmt, (cst.If, cst.With)) and not (isinstance(stmt, cst.If) and stmt.orelse):
+        inner = suite_statements(stmt.body)
+        return any(is_update_stmt(s) for s in inner) and not any(
+            is_optimizer_step(s) for s in inner
+        )
+    return False
+
+
+def _assigns(stmts: list) -> set[str]:
+    found: set[str] = set()
+    for stmt in stmts:
+        for n in walk(stmt):
+            if isinstance(n, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign)):
+                found.add(last_name(n.target) or code_text(n.target))
+    return found
+
+
+def _reads_moved_over(stmt: cst.CSTNode, over: list) -> bool:
+    """Moving ``stmt`` above ``over`` would read a name before it is assigned (an
+    ``ema_decay = ...`` between the step and the update): not the bug this operator makes."""
+    names = {n.value for n in walk(stmt) if isinstance(n, cst.Name)}
+    return bool(names & _assigns(over))
+
+
 def before_step(ctx: Context) -> Iterator[Site]:
+    """The update (or the ``if``/``with`` holding it) moved above the step that precedes it,
+    of the optimizer that trains the averaged model; also into the block that holds that
+    step (``with accelerator.accumulate(model):``, ``if (i + 1) % k == 0:``)."""
     for block, body in ctx.blocks():
-        steps = [i for i, s in enumerate(body) if is_optimizer_step(s)]
-        if not steps:
-            continue
-        i = steps[0]
-        for j in range(i + 1, len(body)):
-            if is_update_stmt(body[j]):
-                new = [*list(body[:i]), body[j], *list(body[i:j]), *list(body[j + 1 :])]
+        for j, stmt in enumerate(body):
+            if not _holds_update(stmt):
+                continue
+            steps = [i for i in range(j) if is_optimizer_step(body[i])]
+            if steps:
+                i = steps[-1]
+                if not _trains_averaged(ctx, body[i], stmt) or _reads_moved_over(
+                    stmt, list(body[i:j])
+                ):
+                    continue
+                new = [*list(body[:i]), stmt, *list(body[i:j]), *list(body[j + 1 :])]
                 edit = Edit()
                 edit.put(block, block.with_changes(body=new))
-                edit.mark(body[j])
+                edit.mark(stmt)
                 yield Site(f"update above `{ctx.code(body[i]).strip()}`", edit)
-                break
+                continue
+            # The step is in the compound statement just before: move the update into it.
+            prev = body[j - 1] if j else None
+            if not isinstance(prev, (cst.With, cst.If)) or not isinstance(
+                prev.body, cst.IndentedBlock
+            ):
+                continue
+            if isinstance(prev, cst.If) and prev.orelse is not None:
+                continue
+            inner = list(prev.body.body)
+            inner_steps = [i for i, s in enumerate(inner) if is_optimizer_step(s)]
+            if not inner_steps or not _trains_averaged(ctx, inner[inner_steps[-1]], stmt):
+                continue
+            i = inner_steps[-1]
+            if _reads_moved_over(stmt, inner[i:]):
+                continue
+            new_prev = prev.with_changes(
+                body=prev.body.with_changes(body=(*inner[:i], stmt, *inner[i:]))
+            )
+            new = [*list(body[: j - 1]), new_prev, *list(body[j + 1 :])]
+            edit = Edit()
+            edit.put(block, block.with_changes(body=new))
+            edit.mark(stmt)
+            yield Site(f"update moved into the block, above `{ctx.code(inner[i]).strip()}`", edit)
 
 
 # --- the averaged copy: creation, eval mode, device, DDP ----------------------------------

@@ -56,7 +56,9 @@ class UpdateIgnoresAccumulation(Rule):
       ``optim_wrapper.update_params(loss)`` with ``accumulative_counts``, or a function or
       method of the module (also called on an instance, ``stepper.step(i)``) whose step
       waits for an accumulation guard; and inside such a function, an update after its
-      guarded step;
+      guarded step; a step helper of another module of the project (a ``NativeScaler``-like
+      class whose ``__call__`` steps only ``if update_grad:``) called with the argument its
+      step depends on, by keyword or position, set to anything but ``True``;
     - inside an inner loop over micro-batches that calls ``backward()`` but not the step;
     - at the framework level: a Lightning ``training_step`` / ``on_train_batch_end`` (of a
       LightningModule, through the module's own base classes, or of a callback) that
@@ -142,6 +144,31 @@ class UpdateIgnoresAccumulation(Rule):
             optimizer.zero_grad()
         if accelerator.sync_gradients:
             ema_unet.step(unet.parameters())
+    ```
+
+    ### `accelerator.accumulate()`: the update inside the block
+    ```python
+    from diffusers.training_utils import EMAModel
+
+    ema_unet = EMAModel(unet.parameters(), decay=0.9999)
+    for batch in loader:
+        with accelerator.accumulate(unet):
+            accelerator.backward(unet(batch).loss)
+            optimizer.step()
+            optimizer.zero_grad()
+            ema_unet.step(unet.parameters())
+    ```
+    ```python
+    from diffusers.training_utils import EMAModel
+
+    ema_unet = EMAModel(unet.parameters(), decay=0.9999)
+    for batch in loader:
+        with accelerator.accumulate(unet):
+            accelerator.backward(unet(batch).loss)
+            optimizer.step()
+            optimizer.zero_grad()
+            if accelerator.sync_gradients:
+                ema_unet.step(unet.parameters())
     ```
 
     ### An early exit: the update before it
@@ -358,11 +385,13 @@ class UpdateIgnoresAccumulation(Rule):
             test = f"`if {self._test(where)}:`" if isinstance(where, cst.If) else "a condition"
             how = f"while `{helper}()` steps the optimizer only under {test}"
         elif finding.kind == "keyword":
-            assert isinstance(where, cst.Arg) and where.keyword is not None
-            how = (
-                "while the step helper steps the optimizer only when "
+            assert isinstance(where, cst.Arg)
+            condition = (
                 f"`{where.keyword.value}={self.ctx.code(where.value)}`"
+                if where.keyword is not None
+                else f"`{self.ctx.code(where.value)}` (the argument its step depends on)"
             )
+            how = f"while the step helper steps the optimizer only when {condition}"
         elif finding.kind == "engine":
             how = (
                 "after the DeepSpeed engine's `step()`, which steps the optimizer only at "

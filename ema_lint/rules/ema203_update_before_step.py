@@ -34,7 +34,9 @@ class UpdateBeforeStep(Rule):
     optimisation). The update and the step are followed across the functions and methods
     of the module, also methods called on instances (``updater.step()``). A step in the
     other branch of an ``if``/``else`` neither precedes nor follows the update, and a small
-    loop over parameter pairs or EMA rates is part of the iteration around it.
+    loop over parameter pairs or EMA rates is part of the iteration around it. With several
+    optimizers (a GAN's ``d_opt`` and ``g_opt``), where the module shows which models each
+    was given, only the steps of the optimizer training the averaged model count.
 
     Silent for momentum-encoder updates inside ``forward()`` (MoCo updates its key encoder
     before computing the keys, by design), for teachers and target networks, where the
@@ -196,6 +198,72 @@ class UpdateBeforeStep(Rule):
         model(batch).mean().backward()
         updater.step()
         ema.update(model)
+    ```
+
+    ### Two optimizers: the step of the one that trains the averaged model
+    ```python
+    import copy
+
+    import torch
+
+    g_ema = copy.deepcopy(generator).eval().requires_grad_(False)
+    g_opt = torch.optim.Adam(generator.parameters(), lr=2e-4)
+    d_opt = torch.optim.Adam(discriminator.parameters(), lr=2e-4)
+    for real in loader:
+        d_opt.zero_grad()
+        discriminator_loss(generator, discriminator, real).backward()
+        d_opt.step()
+        g_opt.zero_grad()
+        generator_loss(generator, discriminator).backward()
+        with torch.no_grad():
+            for p_ema, p in zip(g_ema.parameters(), generator.parameters()):
+                p_ema.lerp_(p, 0.001)
+        g_opt.step()
+    ```
+    ```python
+    import copy
+
+    import torch
+
+    g_ema = copy.deepcopy(generator).eval().requires_grad_(False)
+    g_opt = torch.optim.Adam(generator.parameters(), lr=2e-4)
+    d_opt = torch.optim.Adam(discriminator.parameters(), lr=2e-4)
+    for real in loader:
+        g_opt.zero_grad()
+        generator_loss(generator, discriminator).backward()
+        g_opt.step()
+        with torch.no_grad():
+            for p_ema, p in zip(g_ema.parameters(), generator.parameters()):
+                p_ema.lerp_(p, 0.001)
+        d_opt.zero_grad()
+        discriminator_loss(generator, discriminator, real).backward()
+        d_opt.step()
+    ```
+
+    ### Under `if accelerator.sync_gradients:`, above the step
+    ```python
+    from diffusers.training_utils import EMAModel
+
+    ema_unet = EMAModel(unet.parameters(), decay=0.9999)
+    for batch in loader:
+        with accelerator.accumulate(unet):
+            accelerator.backward(unet(batch).loss)
+            if accelerator.sync_gradients:
+                ema_unet.step(unet.parameters())
+            optimizer.step()
+            optimizer.zero_grad()
+    ```
+    ```python
+    from diffusers.training_utils import EMAModel
+
+    ema_unet = EMAModel(unet.parameters(), decay=0.9999)
+    for batch in loader:
+        with accelerator.accumulate(unet):
+            accelerator.backward(unet(batch).loss)
+            optimizer.step()
+            optimizer.zero_grad()
+            if accelerator.sync_gradients:
+                ema_unet.step(unet.parameters())
     ```
 
     ### Update and step in different branches

@@ -8,7 +8,9 @@ would hold them for the usual ways of running training code:
 - the script's own folder (``python train.py`` puts it first on ``sys.path``);
 - the project root (the nearest folder with ``pyproject.toml``, ``setup.cfg``, ``setup.py``
   or ``.git``), its ``src/`` folder, and the folders a ``src = [...]`` setting of
-  ``[tool.ema-lint]`` names (relative to the root, like ruff's ``src``).
+  ``[tool.ema-lint]`` names (relative to the root, like ruff's ``src``);
+- last, for a namespace package (no ``__init__.py``), the folder above the ancestor of the
+  file named like the import's first part (``yolov6.utils.ema`` from ``yolov6/core/``).
 
 Relative imports (``from .nn import update_ema``, ``from ..utils import x``) are resolved
 from the file's package. Names that resolve to no file of the project (the standard library,
@@ -167,11 +169,28 @@ def resolve(importer: ModuleFile, module: str) -> ModuleFile | None:
         return ModuleFile(found, name)
     if not module:
         return None
-    for root in roots_for(os.path.dirname(importer.path)):
+    folder = os.path.dirname(importer.path)
+    for root in (*roots_for(folder), *_namespace_roots(folder, module.partition(".")[0])):
         found = _find_in(root, module)
         if found is not None and os.path.abspath(found) != importer.path:
             return ModuleFile(os.path.abspath(found), module)
     return None
+
+
+@lru_cache(maxsize=4096)
+def _namespace_roots(folder: str, top: str) -> tuple[str, ...]:
+    """The folder above an ancestor of ``folder`` named ``top``: ``from yolov6.utils.ema
+    import ModelEMA`` in ``yolov6/core/engine.py`` when ``yolov6`` has no ``__init__.py``
+    (a namespace package, importable from the folder above it, where the code is run)."""
+    current = folder
+    for _ in range(MAX_PARENTS):
+        parent = os.path.dirname(current)
+        if parent == current:
+            return ()
+        if os.path.basename(current) == top:
+            return (parent,)
+        current = parent
+    return ()
 
 
 def _init_of(folder: str) -> str | None:
@@ -181,5 +200,12 @@ def _init_of(folder: str) -> str | None:
 
 def clear() -> None:
     """Forget every lookup (the file system changed: tests, a long-lived process)."""
-    for function in (_is_package, project_root, _configured_src, roots_for, _find_in):
+    for function in (
+        _is_package,
+        project_root,
+        _configured_src,
+        roots_for,
+        _find_in,
+        _namespace_roots,
+    ):
         function.cache_clear()

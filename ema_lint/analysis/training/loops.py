@@ -68,14 +68,18 @@ def _identifiers(node: cst.CSTNode, index) -> Iterator[str]:
         yield name.value
 
 
-def _project_helpers(ctx: FileContext) -> tuple[set[int], set[int]]:
+def _project_helpers(ctx: FileContext) -> tuple[set[int], set[int], dict[int, cst.Arg]]:
     """Calls of the project's step helpers (``loss_scaler(loss, optimizer)`` with the class
-    defined in another module): those that step the optimizer, those that run backward."""
+    defined in another module): those that step the optimizer, those that run backward,
+    and, per call, the argument its step depends on (the helper's summary names the
+    parameter: ``update_grad=(i + 1) % accum == 0``) when the call passes one that is not
+    literally ``True``."""
     project = ctx.project
     steps: set[int] = set()
     backwards: set[int] = set()
+    gates: dict[int, cst.Arg] = {}
     if project is None:
-        return steps, backwards
+        return steps, backwards, gates
     for call in ctx.nodes(cst.Call):
         if not isinstance(call.func, (cst.Name, cst.Attribute)) or not call.args:
             continue
@@ -84,9 +88,36 @@ def _project_helpers(ctx: FileContext) -> tuple[set[int], set[int]]:
             continue
         if helper.step:
             steps.add(id(call))
+            gate = _condition_argument(call, helper.params, helper.condition)
+            if gate is not None:
+                gates[id(call)] = gate
         if helper.backward:
             backwards.add(id(call))
-    return steps, backwards
+    return steps, backwards, gates
+
+
+def _condition_argument(call: cst.Call, params: list[str], condition: str | None) -> cst.Arg | None:
+    """The argument of ``call`` bound to the helper's parameter ``condition`` (by keyword
+    or position), unless it is the constant ``True`` (a step on every call)."""
+    if condition is None:
+        return None
+    found: cst.Arg | None = None
+    position = 0
+    for arg in call.args:
+        if arg.star:
+            return None  # ``*args``/``**kwargs``: which one it is is unknown
+        if arg.keyword is not None:
+            if arg.keyword.value == condition:
+                found = arg
+                break
+            continue
+        if position < len(params) and params[position] == condition:
+            found = arg
+            break
+        position += 1
+    if found is None or (isinstance(found.value, cst.Name) and found.value.value == "True"):
+        return None
+    return found
 
 
 @dataclass(frozen=True, eq=False)
@@ -153,6 +184,8 @@ class TrainingLoops:
         self._step_anchors: dict[int, list[cst.Call]] = {}
         self._stepping_in: dict[int | None, list[cst.Call]] = {}
         self._micro_batch: dict[int, bool] = {}
+        self._assignments: dict[str, list[cst.BaseExpression]] | None = None
+        self._step_models: dict[str, set[str] | None] = {}
         for call in ctx.nodes(cst.Call):
             owner = self.function_of(call)
             self._calls_in.setdefault(id(owner) if owner is not None else None, []).append(call)
@@ -163,7 +196,7 @@ class TrainingLoops:
                     self._callers.setdefault(id(target), []).append(call)
         self.backward_calls = [c for c in ctx.nodes(cst.Call) if self.is_backward_call(c)]
         self.step_calls = [c for c in ctx.nodes(cst.Call) if self.is_step_call(c)]
-        self._helper_steps, self._helper_backwards = _project_helpers(ctx)
+        self._helper_steps, self._helper_backwards, self._helper_gates = _project_helpers(ctx)
         self.step_calls.extend(c for c in ctx.nodes(cst.Call) if id(c) in self._helper_steps)
         self.backward_calls.extend(
             c for c in ctx.nodes(cst.Call) if id(c) in self._helper_backwards
@@ -376,6 +409,120 @@ class TrainingLoops:
             or id(call) in self._helper_backwards
             or self._calls_doing(call, self._backwarding)
         )
+
+    # Which model a step trains -------------------------------------------------------------
+    def _assigned(self, name: str) -> list[cst.BaseExpression]:
+        """Values assigned anywhere in the module to ``name`` (``name = ...``,
+        ``self.name = ...``): a module-wide, name-based view, as a GAN script's ``g_optim``
+        made in ``main()`` and stepped in ``train()``."""
+        if self._assignments is None:
+            self._assignments = {}
+            for assign in self.ctx.nodes(cst.Assign):
+                for target in assign.targets:
+                    key = _last_identifier(target.target)
+                    if key is not None:
+                        self._assignments.setdefault(key, []).append(assign.value)
+        return self._assignments.get(name, [])
+
+    def _with_aliases(self, names: set[str]) -> set[str]:
+        """``names`` and the models they were assigned from (``g_module = generator.module``,
+        ``model = DDP(model)``, ``net = model.to(device)`` add ``generator``, ``model``), up
+        to three assignments back."""
+        found = set(names)
+        frontier = set(names)
+        for _ in range(3):
+            new: set[str] = set()
+            for name in frontier:
+                for value in self._assigned(name):
+                    new |= _model_roots(value)
+            frontier = new - found
+            if not frontier:
+                break
+            found |= frontier
+        return found
+
+    def step_models(self, step: cst.Call) -> set[str] | None:
+        """The models whose parameters the optimizer that ``step`` steps was given
+        (``{"generator"}`` for ``g_optim.step()`` after ``g_optim = Adam(generator.parameters())``),
+        with their aliases; None when the module does not say."""
+        func = step.func
+        if not isinstance(func, cst.Attribute) or func.attr.value != "step":
+            return None
+        receiver: cst.BaseExpression = func.value
+        name = _last_identifier(receiver)
+        if name is not None and _SCALER_NAME.search(name) and step.args:
+            receiver = step.args[0].value
+            name = _last_identifier(receiver)
+        if name is None:
+            return None
+        if name in self._step_models:
+            return self._step_models[name]
+        found: set[str] | None = None
+        values = self._assigned(name)
+        for value in values:
+            models = self._parameter_owners(value) if isinstance(value, cst.Call) else set()
+            if not models:
+                found = None
+                break
+            found = (found or set()) | models
+        self._step_models[name] = self._with_aliases(found) if found else None
+        return self._step_models[name]
+
+    def _parameter_owners(self, call: cst.Call, depth: int = 0) -> set[str]:
+        """Receivers of ``.parameters()`` in the first argument of an optimizer call (or
+        of the value a name there was assigned)."""
+        first = next(
+            (
+                a
+                for a in call.args
+                if a.keyword is None or a.keyword.value in ("params", "parameters", "param_groups")
+            ),
+            None,
+        )
+        if first is None:
+            return set()
+        return self._owners_in(first.value, depth)
+
+    def _owners_in(self, expr: cst.BaseExpression, depth: int) -> set[str]:
+        owners: set[str] = set()
+        nodes = [expr, *self.index.descendants(expr, (cst.Call,))]
+        for node in nodes:
+            if (
+                isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Attribute)
+                and node.func.attr.value in ("parameters", "named_parameters")
+            ):
+                owner = _last_identifier(node.func.value)
+                if owner is not None:
+                    owners.add(owner)
+        if not owners and isinstance(expr, cst.Name) and depth < 2:
+            for value in self._assigned(expr.value):
+                owners |= self._owners_in(value, depth + 1)
+        return owners
+
+    def trains(self, step: cst.Call, node: cst.CSTNode) -> bool | None:
+        """Whether ``step``'s optimizer trains a model ``node`` (an update) names: True or
+        False when the module says which models the optimizer was given, else None."""
+        models = self.step_models(step)
+        if models is None:
+            return None
+        names = self._mentioned_models(node)
+        # A hand-written update names loop variables: the loop over parameter pairs says
+        # which models they come from (``zip(g_ema.parameters(), generator.parameters())``).
+        fn = self.function_of(node)
+        for ancestor in self.index.ancestors(node):
+            if ancestor is fn:
+                break
+            if isinstance(ancestor, cst.For) and _target_names(ancestor.target) & names:
+                names |= self._mentioned_models(ancestor.iter)
+        return bool(models & self._with_aliases(names))
+
+    def _mentioned_models(self, node: cst.CSTNode) -> set[str]:
+        names: set[str] = set()
+        for sub in (node, *self.index.descendants(node, (cst.Name, cst.Attribute))):
+            if isinstance(sub, (cst.Name, cst.Attribute)):
+                names |= _model_roots(sub)
+        return names
 
     # Where a node runs ----------------------------------------------------------------------
     def anchors(self, node: cst.CSTNode) -> list[Anchor]:
@@ -620,6 +767,9 @@ class TrainingLoops:
                 and not (isinstance(arg.value, cst.Name) and arg.value.value == "True")
             ):
                 return "keyword", arg
+        helper_gate = self._helper_gates.get(id(call))
+        if helper_gate is not None:
+            return "keyword", helper_gate
         func = call.func
         if isinstance(func, cst.Attribute):
             method = func.attr.value
@@ -975,15 +1125,22 @@ class Placement:
                 own_loop = loops.iteration_loop(here, fn)
                 later: cst.Call | None = None
                 earlier = False
-                for call in loops.stepping_calls_in(fn):
-                    if call is here:
-                        continue
-                    if loops.index.contains(call, here) or loops.index.contains(here, call):
-                        continue
-                    if loops.iteration_loop(call, fn) is not own_loop:
-                        continue
-                    if loops.exclusive(call, here):
-                        continue
+                candidates = [
+                    call
+                    for call in loops.stepping_calls_in(fn)
+                    if call is not here
+                    and not loops.index.contains(call, here)
+                    and not loops.index.contains(here, call)
+                    and loops.iteration_loop(call, fn) is own_loop
+                    and not loops.exclusive(call, here)
+                ]
+                # Several optimizers (a GAN's ``d_optim`` and ``g_optim``): the steps that
+                # matter are those of the optimizer training the averaged model.
+                trained = [loops.trains(call, node) for call in candidates]
+                if any(t is True for t in trained):
+                    pairs = zip(candidates, trained, strict=True)
+                    candidates = [c for c, t in pairs if t is not False]
+                for call in candidates:
                     if self.index.is_before(here, call):
                         later = later or call
                     else:
@@ -1157,6 +1314,35 @@ class Placement:
             ):
                 return call.func.value
         return None
+
+
+_UNWRAP_ATTRIBUTES = ("module", "_orig_mod", "model")
+_MOVES = ("to", "cuda", "cpu", "half", "float", "eval", "train", "requires_grad_")
+
+
+def _model_roots(expr: cst.BaseExpression, depth: int = 0) -> set[str]:
+    """The model an expression stands for, by name: ``generator`` for ``generator``,
+    ``generator.module``, ``generator.to(device)``, ``DDP(generator, ...)``; ``model`` for
+    ``self.model``. Empty for anything else (a constructor call, arithmetic)."""
+    if depth > 4:
+        return set()
+    if isinstance(expr, cst.Name):
+        return {expr.value}
+    if isinstance(expr, cst.Attribute):
+        if expr.attr.value in _UNWRAP_ATTRIBUTES:
+            inner = _model_roots(expr.value, depth + 1)
+            if inner:
+                return inner
+        return {expr.attr.value}
+    if isinstance(expr, cst.IfExp):
+        return _model_roots(expr.body, depth + 1) | _model_roots(expr.orelse, depth + 1)
+    if isinstance(expr, cst.Call):
+        func = expr.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _MOVES:
+            return _model_roots(func.value, depth + 1)
+        if expr.args and expr.args[0].keyword is None and isinstance(expr.args[0].value, cst.Name):
+            return {expr.args[0].value.value}
+    return set()
 
 
 def _target_names(node: cst.CSTNode) -> set[str]:
