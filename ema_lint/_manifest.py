@@ -93,6 +93,10 @@ RULES = (
                 (b"ema_pytorch",),
             ),
             (
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -163,6 +167,17 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -176,6 +191,10 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (identifier("use_ema"),),
@@ -269,6 +288,10 @@ RULES = (
                 (b"ema_pytorch",),
             ),
             (
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -339,6 +362,17 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -352,6 +386,10 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (identifier("use_ema"),),
@@ -432,6 +470,10 @@ RULES = (
                 (b"nemo",),
             ),
             (
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -497,6 +539,10 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
                 (
                     identifier("get_ema_avg_fn"),
                     identifier("get_ema_multi_avg_fn"),
@@ -517,6 +563,10 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (identifier("use_ema"),),
@@ -576,6 +626,10 @@ RULES = (
                     identifier("PostHocEMA"),
                 ),
                 (b"ema_pytorch",),
+            ),
+            (
+                (identifier("EMAHandler"),),
+                (b"ignite",),
             ),
             (
                 (identifier("EMAHook"),),
@@ -648,6 +702,17 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -661,6 +726,10 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (identifier("use_ema"),),
@@ -754,6 +823,10 @@ RULES = (
                 (b"ema_pytorch",),
             ),
             (
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -824,6 +897,17 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -837,6 +921,10 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (identifier("use_ema"),),
@@ -939,6 +1027,11 @@ RULES = (
             ),
             (
                 (b"cpu",),
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
+                (b"cpu",),
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -1019,6 +1112,19 @@ RULES = (
             ),
             (
                 (b"cpu",),
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (b"cpu",),
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
+                (b"cpu",),
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -1034,6 +1140,11 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (b"cpu",),
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (b"cpu",),
@@ -1230,6 +1341,24 @@ RULES = (
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                    b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
+                    b"gradient_accumulation_steps",
+                    b"accumulative_counts",
+                ),
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -1440,6 +1569,45 @@ RULES = (
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                    b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
+                    b"gradient_accumulation_steps",
+                    b"accumulative_counts",
+                ),
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                    b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
+                    b"gradient_accumulation_steps",
+                    b"accumulative_counts",
+                ),
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -1481,6 +1649,24 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                    b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
+                    b"gradient_accumulation_steps",
+                    b"accumulative_counts",
+                ),
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (
@@ -1674,6 +1860,17 @@ RULES = (
                     b"jax.grad(",
                     b"value_and_grad(",
                 ),
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -1814,6 +2011,31 @@ RULES = (
                     b"jax.grad(",
                     b"value_and_grad(",
                 ),
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -1841,6 +2063,17 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (
@@ -1955,6 +2188,10 @@ RULES = (
                 (b"ema_pytorch",),
             ),
             (
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -2025,6 +2262,17 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -2038,6 +2286,10 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (identifier("use_ema"),),
@@ -2131,6 +2383,11 @@ RULES = (
             ),
             (
                 (b"load_state_dict",),
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
+                (b"load_state_dict",),
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -2211,6 +2468,19 @@ RULES = (
             ),
             (
                 (b"load_state_dict",),
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (b"load_state_dict",),
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
+                (b"load_state_dict",),
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -2226,6 +2496,11 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (b"load_state_dict",),
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (b"load_state_dict",),
@@ -2322,6 +2597,10 @@ RULES = (
                 (b"ema_pytorch",),
             ),
             (
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -2392,6 +2671,17 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -2405,6 +2695,10 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (identifier("use_ema"),),
@@ -2545,6 +2839,19 @@ RULES = (
                     b".prepare(",
                     b"deepspeed",
                 ),
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
+                (
+                    b"DataParallel",
+                    b"torch.compile",
+                    b"import compile",
+                    b", compile",
+                    b"compile as",
+                    b".prepare(",
+                    b"deepspeed",
+                ),
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -2705,6 +3012,35 @@ RULES = (
                     b".prepare(",
                     b"deepspeed",
                 ),
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (
+                    b"DataParallel",
+                    b"torch.compile",
+                    b"import compile",
+                    b", compile",
+                    b"compile as",
+                    b".prepare(",
+                    b"deepspeed",
+                ),
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
+                (
+                    b"DataParallel",
+                    b"torch.compile",
+                    b"import compile",
+                    b", compile",
+                    b"compile as",
+                    b".prepare(",
+                    b"deepspeed",
+                ),
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -2736,6 +3072,19 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (
+                    b"DataParallel",
+                    b"torch.compile",
+                    b"import compile",
+                    b", compile",
+                    b"compile as",
+                    b".prepare(",
+                    b"deepspeed",
+                ),
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (
@@ -2896,6 +3245,14 @@ RULES = (
                     b"backward",
                     b"training_step",
                 ),
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
+                (
+                    b"backward",
+                    b"training_step",
+                ),
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -3006,6 +3363,25 @@ RULES = (
                     b"backward",
                     b"training_step",
                 ),
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (
+                    b"backward",
+                    b"training_step",
+                ),
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
+                (
+                    b"backward",
+                    b"training_step",
+                ),
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -3027,6 +3403,14 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (
+                    b"backward",
+                    b"training_step",
+                ),
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (
@@ -3132,6 +3516,10 @@ RULES = (
                 (b"ema_pytorch",),
             ),
             (
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -3202,6 +3590,17 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -3215,6 +3614,10 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (identifier("use_ema"),),
@@ -3308,6 +3711,10 @@ RULES = (
                 (b"ema_pytorch",),
             ),
             (
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -3378,6 +3785,17 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -3391,6 +3809,10 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (identifier("use_ema"),),
@@ -3484,6 +3906,10 @@ RULES = (
                 (b"ema_pytorch",),
             ),
             (
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -3554,6 +3980,17 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -3567,6 +4004,10 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (identifier("use_ema"),),
@@ -3660,6 +4101,10 @@ RULES = (
                 (b"ema_pytorch",),
             ),
             (
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -3730,6 +4175,17 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -3743,6 +4199,10 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (identifier("use_ema"),),
@@ -3836,6 +4296,10 @@ RULES = (
                 (b"ema_pytorch",),
             ),
             (
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -3906,6 +4370,17 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -3919,6 +4394,10 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (identifier("use_ema"),),
