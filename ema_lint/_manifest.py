@@ -36,7 +36,7 @@ RULES = (
                 name="max-unknown-run",
                 type=float,
                 default=0.99999,
-                description="Without a known run length (and with `max` left at its default), the per-step decay from which a value above `max` is reported: its horizon, about 1 / (1 - decay) steps, is beyond any plausible run.",
+                description="Unknown run length: decay from which one above max is reported.",
                 minimum=0.0,
                 maximum=1.0,
             ),

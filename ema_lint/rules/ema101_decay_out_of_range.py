@@ -136,9 +136,7 @@ class DecayOutOfRange(Rule):
             "max-unknown-run",
             float,
             0.99999,
-            "Without a known run length (and with `max` left at its default), the per-step "
-            "decay from which a value above `max` is reported: its horizon, about "
-            "1 / (1 - decay) steps, is beyond any plausible run.",
+            "Unknown run length: decay from which one above max is reported.",
             minimum=0.0,
             maximum=1.0,
         ),
