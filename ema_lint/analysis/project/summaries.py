@@ -624,8 +624,8 @@ class _Extractor:
         words = {*tokens(average), *tokens(live)}
         return bool(words & {"param", "params", "parameters", "model", "weights", "net"})
 
-    def _param_of(self, node: cst.BaseExpression | None) -> str | None:
-        if node is None:
+    def _param_of(self, node: cst.BaseExpression | None, depth: int = 0) -> str | None:
+        if node is None or depth > 8:  # ``x = f(x)`` binds ``x`` to itself
             return None
         node = container_of(strip_tensor(node))
         while (
@@ -645,7 +645,7 @@ class _Extractor:
             if binding.kind == "param" and binding.param is not None:
                 return binding.param.name.value
             if binding.kind == "assign" and binding.value is not None:
-                return self._param_of(binding.value)
+                return self._param_of(binding.value, depth + 1)
         return None
 
     def _stepper(
