@@ -33,6 +33,14 @@ RULES = (
                 maximum=1.0,
             ),
             Option(
+                name="max-unknown-run",
+                type=float,
+                default=0.99999,
+                description="Unknown run length: decay from which one above max is reported.",
+                minimum=0.0,
+                maximum=1.0,
+            ),
+            Option(
                 name="teacher-min",
                 type=float,
                 default=0.99,
@@ -83,6 +91,10 @@ RULES = (
                     identifier("PostHocEMA"),
                 ),
                 (b"ema_pytorch",),
+            ),
+            (
+                (identifier("EMAHandler"),),
+                (b"ignite",),
             ),
             (
                 (identifier("EMAHook"),),
@@ -155,6 +167,17 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -168,6 +191,10 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (identifier("use_ema"),),
@@ -261,6 +288,10 @@ RULES = (
                 (b"ema_pytorch",),
             ),
             (
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -331,6 +362,17 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -344,6 +386,10 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (identifier("use_ema"),),
@@ -424,6 +470,10 @@ RULES = (
                 (b"nemo",),
             ),
             (
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -489,6 +539,10 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
                 (
                     identifier("get_ema_avg_fn"),
                     identifier("get_ema_multi_avg_fn"),
@@ -509,6 +563,10 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (identifier("use_ema"),),
@@ -568,6 +626,10 @@ RULES = (
                     identifier("PostHocEMA"),
                 ),
                 (b"ema_pytorch",),
+            ),
+            (
+                (identifier("EMAHandler"),),
+                (b"ignite",),
             ),
             (
                 (identifier("EMAHook"),),
@@ -640,6 +702,17 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -653,6 +726,10 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (identifier("use_ema"),),
@@ -746,6 +823,10 @@ RULES = (
                 (b"ema_pytorch",),
             ),
             (
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -816,6 +897,17 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -829,6 +921,10 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (identifier("use_ema"),),
@@ -931,6 +1027,11 @@ RULES = (
             ),
             (
                 (b"cpu",),
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
+                (b"cpu",),
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -1011,6 +1112,19 @@ RULES = (
             ),
             (
                 (b"cpu",),
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (b"cpu",),
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
+                (b"cpu",),
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -1026,6 +1140,11 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (b"cpu",),
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (b"cpu",),
@@ -1222,6 +1341,24 @@ RULES = (
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                    b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
+                    b"gradient_accumulation_steps",
+                    b"accumulative_counts",
+                ),
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -1432,6 +1569,45 @@ RULES = (
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                    b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
+                    b"gradient_accumulation_steps",
+                    b"accumulative_counts",
+                ),
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                    b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
+                    b"gradient_accumulation_steps",
+                    b"accumulative_counts",
+                ),
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -1473,6 +1649,24 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                    b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
+                    b"gradient_accumulation_steps",
+                    b"accumulative_counts",
+                ),
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (
@@ -1666,6 +1860,17 @@ RULES = (
                     b"jax.grad(",
                     b"value_and_grad(",
                 ),
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -1806,6 +2011,31 @@ RULES = (
                     b"jax.grad(",
                     b"value_and_grad(",
                 ),
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -1833,6 +2063,17 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (
@@ -1947,6 +2188,10 @@ RULES = (
                 (b"ema_pytorch",),
             ),
             (
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -2017,6 +2262,17 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -2030,6 +2286,10 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (identifier("use_ema"),),
@@ -2123,6 +2383,11 @@ RULES = (
             ),
             (
                 (b"load_state_dict",),
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
+                (b"load_state_dict",),
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -2203,6 +2468,19 @@ RULES = (
             ),
             (
                 (b"load_state_dict",),
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (b"load_state_dict",),
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
+                (b"load_state_dict",),
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -2218,6 +2496,11 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (b"load_state_dict",),
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (b"load_state_dict",),
@@ -2314,6 +2597,10 @@ RULES = (
                 (b"ema_pytorch",),
             ),
             (
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -2384,6 +2671,17 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -2397,6 +2695,10 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (identifier("use_ema"),),
@@ -2537,6 +2839,19 @@ RULES = (
                     b".prepare(",
                     b"deepspeed",
                 ),
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
+                (
+                    b"DataParallel",
+                    b"torch.compile",
+                    b"import compile",
+                    b", compile",
+                    b"compile as",
+                    b".prepare(",
+                    b"deepspeed",
+                ),
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -2697,6 +3012,35 @@ RULES = (
                     b".prepare(",
                     b"deepspeed",
                 ),
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (
+                    b"DataParallel",
+                    b"torch.compile",
+                    b"import compile",
+                    b", compile",
+                    b"compile as",
+                    b".prepare(",
+                    b"deepspeed",
+                ),
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
+                (
+                    b"DataParallel",
+                    b"torch.compile",
+                    b"import compile",
+                    b", compile",
+                    b"compile as",
+                    b".prepare(",
+                    b"deepspeed",
+                ),
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -2728,6 +3072,19 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (
+                    b"DataParallel",
+                    b"torch.compile",
+                    b"import compile",
+                    b", compile",
+                    b"compile as",
+                    b".prepare(",
+                    b"deepspeed",
+                ),
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (
@@ -2888,6 +3245,14 @@ RULES = (
                     b"backward",
                     b"training_step",
                 ),
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
+                (
+                    b"backward",
+                    b"training_step",
+                ),
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -2998,6 +3363,25 @@ RULES = (
                     b"backward",
                     b"training_step",
                 ),
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (
+                    b"backward",
+                    b"training_step",
+                ),
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
+                (
+                    b"backward",
+                    b"training_step",
+                ),
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -3019,6 +3403,14 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (
+                    b"backward",
+                    b"training_step",
+                ),
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (
@@ -3124,6 +3516,10 @@ RULES = (
                 (b"ema_pytorch",),
             ),
             (
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -3194,6 +3590,17 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -3207,6 +3614,10 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (identifier("use_ema"),),
@@ -3300,6 +3711,10 @@ RULES = (
                 (b"ema_pytorch",),
             ),
             (
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -3370,6 +3785,17 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -3383,6 +3809,10 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (identifier("use_ema"),),
@@ -3476,6 +3906,10 @@ RULES = (
                 (b"ema_pytorch",),
             ),
             (
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -3546,6 +3980,17 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -3559,6 +4004,10 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (identifier("use_ema"),),
@@ -3652,6 +4101,10 @@ RULES = (
                 (b"ema_pytorch",),
             ),
             (
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -3722,6 +4175,17 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -3735,6 +4199,10 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (identifier("use_ema"),),
@@ -3828,6 +4296,10 @@ RULES = (
                 (b"ema_pytorch",),
             ),
             (
+                (identifier("EMAHandler"),),
+                (b"ignite",),
+            ),
+            (
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
@@ -3898,6 +4370,17 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (
+                    identifier("PowerFunctionEMA"),
+                    identifier("TraditionalEMA"),
+                ),
+                (b"training",),
+            ),
+            (
+                (identifier("ema_update"),),
+                (b"k_diffusion",),
+            ),
+            (
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
@@ -3911,6 +4394,10 @@ RULES = (
                     b"guided_diffusion",
                     b"improved_diffusion",
                 ),
+            ),
+            (
+                (identifier("update_momentum"),),
+                (b"lightly",),
             ),
             (
                 (identifier("use_ema"),),

@@ -78,6 +78,11 @@ class DecayOutOfRange(Rule):
 
     - when the run length can be read from the code, the upper bound is not applied here;
       EMA104 (ema-horizon-exceeds-training) compares the horizon with the run instead;
+    - without a known run length, a per-step decay above ``max`` is reported only when its
+      horizon is beyond any plausible run: from ``max-unknown-run`` (0.99999 per optimizer
+      step, a horizon of 100,000 steps) on. Published recipes at 0.99993-0.99998 per step
+      (iCT, DeiT, torchvision) are right for their runs and stay silent; setting ``max`` in
+      the configuration applies it as the bound instead;
     - a library's own defaults (ema-pytorch's ``beta=0.9999`` with ``update_every=10``,
       Keras's ``ema_momentum=0.99``) are never judged against the built-in range: they are
       documented as correct for the runs the library targets. Setting ``min``/``max`` in
@@ -128,6 +133,14 @@ class DecayOutOfRange(Rule):
             maximum=1.0,
         ),
         Option(
+            "max-unknown-run",
+            float,
+            0.99999,
+            "Unknown run length: decay from which one above max is reported.",
+            minimum=0.0,
+            maximum=1.0,
+        ),
+        Option(
             "teacher-min",
             float,
             0.99,
@@ -164,7 +177,7 @@ class DecayOutOfRange(Rule):
             return
         if setting.obj is not None and setting.obj.weight_reassigned:
             return
-        node = setting.expr if setting.expr is not None else setting.interval_expr
+        node = setting.node if setting.node is not None else setting.interval_expr
         decay = setting.decay
         step = setting.step_decay
         if node is None or decay is None or step is None:
@@ -186,7 +199,16 @@ class DecayOutOfRange(Rule):
                 return
             if settings.run_length(setting) is not None:
                 return
+            if not teacher and step < self._unknown_run_bound(high):
+                return  # within the recipes of long runs (0.99993-0.99998 per step)
         self.report(node, self._message(setting, step, low, high), self._fix(setting, low, high))
+
+    def _unknown_run_bound(self, high: float) -> float:
+        """The per-step decay from which a value above ``max`` is reported when the run
+        length is unknown: ``max`` itself when the configuration sets it."""
+        if self.settings["max"] != self.option("max").default:
+            return high
+        return max(high, self.settings["max-unknown-run"] - 1e-8)  # 0.999 every 100 steps
 
     def _default_range(self, teacher: bool) -> bool:
         names = ("teacher-min", "teacher-max") if teacher else ("min", "max")

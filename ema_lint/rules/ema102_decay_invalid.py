@@ -78,7 +78,7 @@ class DecayInvalid(Rule):
         for setting in self.ctx.get(DecaySettings).settings:
             problem = self._problem(setting)
             if problem is not None and setting.expr is not None:
-                self.report(setting.expr, f"{describe_value(setting)} {problem}")
+                self.report(setting.node or setting.expr, f"{describe_value(setting)} {problem}")
 
     @staticmethod
     def _problem(setting: DecaySetting) -> str | None:

@@ -95,7 +95,7 @@ class DecaySemanticsSwapped(Rule):
     def finish(self) -> None:
         for setting in self.ctx.get(DecaySettings).settings:
             if self._swapped(setting):
-                self.report(setting.expr, self._message(setting), self._fix(setting))  # type: ignore[arg-type]
+                self.report(setting.node, self._message(setting), self._fix(setting))  # type: ignore[arg-type]
 
     @staticmethod
     def _swapped(setting: DecaySetting) -> bool:

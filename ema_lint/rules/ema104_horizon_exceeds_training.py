@@ -137,7 +137,7 @@ class HorizonExceedsTraining(Rule):
             span = horizon(end_decay) * span_factor
             if span <= total * fraction:
                 continue
-            node = setting.expr if setting.expr is not None else setting.interval_expr
+            node = setting.node if setting.node is not None else setting.interval_expr
             ramp = ""
             if setting.ramp is not None:
                 ramp = f", the warmup reaching a decay of {end_decay:.6g} by the end"

@@ -51,3 +51,18 @@ def test_config_mappings_are_virtual_calls() -> None:
     merged = ctx.get(BoundCalls).calls
     assert merged == sorted(merged, key=lambda b: ctx.index.order[id(b.call)])
     assert len(merged) == 5
+
+
+def test_string_dispatched_constructors_are_virtual_calls() -> None:
+    ctx = context(
+        "import dnnlib\n"
+        "kwargs = dnnlib.EasyDict(class_name='training.phema.TraditionalEMA', halflife_Mimg=2)\n"
+        "ema = dnnlib.util.construct_class_by_name(\n"
+        "    class_name='training.phema.PowerFunctionEMA', net=net, stds=[0.05])\n"
+        "other = dnnlib.util.construct_class_by_name(class_name='torch.optim.Adam', lr=1)\n"
+        "plain = EasyDict(name='x')\n"
+    )
+    calls = ctx.get(MappingCalls).calls
+    assert [b.spec.short_name for b in calls] == ["TraditionalEMA", "PowerFunctionEMA"]
+    assert all(b.virtual for b in calls)
+    assert ctx.code(calls[1].value("net")) == "net"

@@ -31,6 +31,19 @@ from ema_lint.analysis.syntax.names import ImportTable
 from ema_lint.analysis.syntax.values import Symbol, ValueResolver
 
 _TYPE_KEYS = ("type", "_target_", "class_path")
+# String-dispatched constructors (NVlabs ``dnnlib``): ``construct_class_by_name(class_name=
+# 'training.phema.PowerFunctionEMA', net=net)`` and the ``EasyDict(class_name=..., ...)``
+# that holds such a call's keywords.
+_CONSTRUCTORS = ("construct_class_by_name", "EasyDict")
+_CLASS_NAME_KEYS = (*_TYPE_KEYS, "class_name")
+
+
+def _constructor_by_name(call: cst.Call) -> bool:
+    func = call.func
+    name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+    return name in _CONSTRUCTORS and any(
+        a.keyword is not None and a.keyword.value == "class_name" for a in call.args
+    )
 
 
 def _attach_target(bound: BoundCall, resolver: ValueResolver, table: ApiTable) -> None:
@@ -120,6 +133,8 @@ class MappingCalls:
         for node in ctx.nodes(cst.Call):
             if isinstance(node.func, cst.Name) and node.func.value == "dict":
                 result._add(_bind_dict_call(node, resolver))
+            elif _constructor_by_name(node):
+                result._add(_bind_dict_call(node, resolver, _CLASS_NAME_KEYS))
         result.calls.sort(key=lambda b: ctx.index.order[id(b.call)])
         return result
 
@@ -193,7 +208,9 @@ def _bind_dict(node: cst.Dict, resolver: ValueResolver) -> BoundCall | None:
     return _finish(spec, node, items, star, resolver)  # type: ignore[arg-type]
 
 
-def _bind_dict_call(node: cst.Call, resolver: ValueResolver) -> BoundCall | None:
+def _bind_dict_call(
+    node: cst.Call, resolver: ValueResolver, type_keys: tuple[str, ...] = _TYPE_KEYS
+) -> BoundCall | None:
     items: list[tuple[str, cst.Arg]] = []
     spec: ApiSpec | None = None
     star = False
@@ -203,7 +220,7 @@ def _bind_dict_call(node: cst.Call, resolver: ValueResolver) -> BoundCall | None
             star = True
             continue
         key = arg.keyword.value
-        if key in _TYPE_KEYS:
+        if key in type_keys:
             spec = _spec_for_type(arg.value, key, resolver)
             if spec is None:
                 return None
@@ -266,5 +283,6 @@ class BoundCalls:
 def _may_hold_mappings(ctx: FileContext) -> bool:
     """Cheap check before looking at every dict: some string names a registered type."""
     return bool(ctx.nodes(cst.Dict)) or any(
-        isinstance(c.func, cst.Name) and c.func.value == "dict" for c in ctx.nodes(cst.Call)
+        (isinstance(c.func, cst.Name) and c.func.value == "dict") or _constructor_by_name(c)
+        for c in ctx.nodes(cst.Call)
     )

@@ -199,7 +199,8 @@ class ApiSpec:
     source: str | None = None
     shadow: str | None = None
     # Default use of the averaged weights when names and uses say nothing:
-    # "eval" (an evaluation EMA), "target" (RL target network), "unknown".
+    # "eval" (an evaluation EMA), "target" (RL target network), "teacher" (a momentum
+    # encoder: BYOL, MoCo), "unknown".
     default_use: str = "eval"
     library: str = ""
     docs: str = ""
@@ -1069,6 +1070,79 @@ API_SPECS: tuple[ApiSpec, ...] = (
         aliases=("improved_diffusion.nn.update_ema",),
         library="guided-diffusion",
         docs="https://github.com/openai/guided-diffusion",
+    ),
+    ApiSpec(
+        "k_diffusion.utils.ema_update",
+        Role.EMA_FUNCTION,
+        params=("model", "averaged_model", "decay"),
+        defaults={"model": REQUIRED, "averaged_model": REQUIRED, "decay": REQUIRED},
+        weight=Weight("decay", Side.OLD, None),
+        source="model",
+        shadow="averaged_model",
+        library="k-diffusion",
+        docs="https://github.com/crowsonkb/k-diffusion",
+        notes="The decay usually comes from EMAWarmup.get_value() (a warmup schedule whose "
+        "max_value is the ceiling), which is not a constant and is not judged.",
+    ),
+    ApiSpec(
+        "lightly.models.utils.update_momentum",
+        Role.EMA_FUNCTION,
+        params=("model", "model_ema", "m"),
+        defaults={"model": REQUIRED, "model_ema": REQUIRED, "m": REQUIRED},
+        weight=Weight("m", Side.OLD, None),
+        source="model",
+        shadow="model_ema",
+        default_use="teacher",
+        library="lightly",
+        docs="https://docs.lightly.ai/self-supervised-learning/lightly.models.html",
+        notes="model_ema = m * model_ema + (1 - m) * model: the momentum encoder of BYOL, "
+        "MoCo, DINO (a teacher, usually 0.99-0.996 on a cosine schedule to 1).",
+    ),
+    ApiSpec(
+        "training.phema.PowerFunctionEMA",
+        Role.EMA_MODEL,
+        params=("net", "stds"),
+        defaults={"net": REQUIRED, "stds": None},
+        update_methods=("update",),
+        apply_methods=("get",),
+        source="net",
+        library="EDM2",
+        docs="https://github.com/NVlabs/edm2",
+        notes="Post-hoc power-function EMAs: the profile is a relative std (sigma_rel), not a "
+        "decay; get() returns the averaged copies.",
+    ),
+    ApiSpec(
+        "training.phema.TraditionalEMA",
+        Role.EMA_MODEL,
+        params=("net", "halflife_Mimg", "rampup_ratio"),
+        defaults={"net": REQUIRED, "halflife_Mimg": float("inf"), "rampup_ratio": 0.09},
+        update_methods=("update",),
+        apply_methods=("get",),
+        source="net",
+        library="EDM2",
+        docs="https://github.com/NVlabs/edm2",
+        notes="The horizon is a half-life in images (halflife_Mimg), not a decay.",
+    ),
+    ApiSpec(
+        "ignite.handlers.EMAHandler",
+        Role.EMA_CALLBACK,
+        params=("model", "momentum", "momentum_warmup", "warmup_iters", "handle_buffers"),
+        defaults={
+            "model": REQUIRED,
+            "momentum": 0.0002,
+            "momentum_warmup": None,
+            "warmup_iters": None,
+            "handle_buffers": "copy",
+        },
+        weight=Weight("momentum", Side.NEW, 0.0002),
+        buffers="copied",
+        model_copy="ema_model",
+        source="model",
+        aliases=("ignite.handlers.ema_handler.EMAHandler",),
+        library="PyTorch-Ignite",
+        docs="https://pytorch.org/ignite/generated/ignite.handlers.ema_handler.EMAHandler.html",
+        notes="momentum is the weight on the new value; attach(engine) updates the copy every "
+        "iteration; momentum_warmup ramps the momentum down to momentum over warmup_iters.",
     ),
     ApiSpec(
         "stable_baselines3.common.utils.polyak_update",

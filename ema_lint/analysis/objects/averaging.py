@@ -1022,7 +1022,7 @@ class AveragingObjects:
             return
         if (
             spec is not None
-            and spec.default_use != "eval"
+            and spec.default_use not in ("eval", "teacher")
             and any(is_averaged_name(n) for n in names)
         ):
             obj.use = Use.EVAL
@@ -1032,6 +1032,8 @@ class AveragingObjects:
             obj.use = Use.TARGET
         elif spec is not None and spec.default_use == "unknown":
             obj.use = Use.UNKNOWN
+        elif spec is not None and spec.default_use == "teacher":
+            obj.use = Use.TEACHER
         else:
             obj.use = Use.EVAL
 

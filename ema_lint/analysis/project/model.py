@@ -53,6 +53,7 @@ from .summaries import (
     RecalibratorSummary,
     StepperSummary,
     UpdaterSummary,
+    averaging_definitions,
     summarize,
 )
 
@@ -301,6 +302,20 @@ class ProjectLink:
                 return None
             apis[qualname] = spec
         return apis[qualname]
+
+    def definitions(self) -> list[tuple[ApiSpec, cst.FunctionDef]]:
+        """This module's own averaging classes and update functions, as specs with the
+        function declaring their weight, so that a default is judged where it is written."""
+        where = _display(self.me.path, self.base)
+        found: list[tuple[ApiSpec, cst.FunctionDef]] = []
+        for record, function in averaging_definitions(self.ctx):
+            if isinstance(record, ClassSummary):
+                spec = class_spec(record, record.name, where)
+            else:
+                spec = updater_spec(record, record.name, where)
+            if spec is not None and spec.weight is not None:
+                found.append((spec, function))
+        return found
 
     def note(self, local: str, evidence: Evidence, scope: cst.CSTNode | None) -> None:
         """Findings on statements naming ``local`` (inside ``scope``) cite ``evidence``."""

@@ -644,8 +644,8 @@ class _Extractor:
         words = {*tokens(average), *tokens(live)}
         return bool(words & {"param", "params", "parameters", "model", "weights", "net"})
 
-    def _param_of(self, node: cst.BaseExpression | None) -> str | None:
-        if node is None:
+    def _param_of(self, node: cst.BaseExpression | None, depth: int = 0) -> str | None:
+        if node is None or depth > 8:  # ``x = f(x)`` binds ``x`` to itself
             return None
         node = container_of(strip_tensor(node))
         while (
@@ -665,7 +665,7 @@ class _Extractor:
             if binding.kind == "param" and binding.param is not None:
                 return binding.param.name.value
             if binding.kind == "assign" and binding.value is not None:
-                return self._param_of(binding.value)
+                return self._param_of(binding.value, depth + 1)
         return None
 
     def _stepper(
@@ -848,3 +848,28 @@ def _is_cpu(node: cst.BaseExpression) -> bool:
 
 def _code_of(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
+
+
+def averaging_definitions(
+    ctx: FileContext,
+) -> list[tuple[ClassSummary | UpdaterSummary, cst.FunctionDef]]:
+    """The module's own averaging classes and update functions whose weight is a parameter:
+    each record with the function that declares it (``__init__`` for a class), so that a
+    default is judged where it is written. Built from the same per-file analysis as the
+    summary, on ``ctx`` itself (no second parse, no line pass)."""
+    extractor = _Extractor(ctx)
+    found: list[tuple[ClassSummary | UpdaterSummary, cst.FunctionDef]] = []
+    for node in ctx.nodes(cst.ClassDef):
+        if ctx.index.enclosing(node, cst.ClassDef, cst.FunctionDef) is not None:
+            continue
+        record = extractor._class(node)
+        init = extractor._methods(node).get("__init__")
+        if record is not None and record.weight is not None and init is not None:
+            found.append((record, init))
+    for node in ctx.nodes(cst.FunctionDef):
+        if ctx.index.enclosing(node, cst.ClassDef, cst.FunctionDef) is not None:
+            continue
+        updater = extractor._updater(node)
+        if updater is not None and updater.rate is not None:
+            found.append((updater, node))
+    return found

@@ -81,14 +81,28 @@ class DecaySetting:
     # When the two coefficients of a hand-written update are spelled apart (``0.9 * e +
     # 0.1 * p``): the other one, and the side it weighs. A fix must change both.
     partner: tuple[cst.BaseExpression, Side] | None = None
+    # The setting is the default of the weight parameter of an averaging class or update
+    # function the module defines (``def __init__(self, model, decay=0.9999)``): judged
+    # where it is written, for every caller that leaves it.
+    definition: bool = False
+    # Where a finding on the value goes: the literal when it is such a default (the use
+    # resolves to it), else the argument as written.
+    site: cst.BaseExpression | None = None
 
     @property
     def hand_made(self) -> bool:
         return self.update is not None
 
     @property
+    def node(self) -> cst.BaseExpression | None:
+        """Where a finding on the value is reported."""
+        return self.site if self.site is not None else self.expr
+
+    @property
     def is_default(self) -> bool:
         """The weight and the interval are the library's own defaults."""
+        if self.definition:
+            return False  # the default is the value written here, for its own callers
         weight_default = self.expr is None or (
             self.given is not None
             and self.weight.default is not None
@@ -147,6 +161,7 @@ class DecaySettings:
                 self.settings.append(setting)
                 self._by_bound[id(bound.call)] = setting
         self.settings.extend(self._hand_made_settings())
+        self._add_definitions()
 
     @classmethod
     def build(cls, ctx: FileContext) -> DecaySettings:
@@ -194,6 +209,8 @@ class DecaySettings:
         decay = None
         if given is not None:
             decay = given if weight.side is Side.OLD else 1.0 - given
+        if decay == 0.0 and spec.role is Role.EMA_FUNCTION and expr is not None:
+            return None  # ``update_ema(ema, model, decay=0)``: a sync that copies, no average
         ramp, ramp_unknown = self._ramp(bound, weight)
         interval, interval_expr, from_guard, spec_interval = self._interval(bound, obj)
         setting = DecaySetting(
@@ -291,6 +308,110 @@ class DecaySettings:
                 if isinstance(call, cst.Call) and loops.steps(call):
                     return True
         return False
+
+    # Defaults of the module's own averaging classes and helpers -------------------------------
+    def _add_definitions(self) -> None:
+        """Settings for the weight defaults of the averaging classes and update functions the
+        module defines (recognised by structure, as the project model records them). A use
+        that resolves to such a default is reported at the default instead, once."""
+        project = self.ctx.project
+        definitions = getattr(project, "definitions", None) if project is not None else None
+        if definitions is None:
+            return
+        found = definitions()
+        if not found:
+            return
+        by_origin: dict[int, DecaySetting] = {}
+        for setting in self.settings:
+            origin = setting.value.origin if setting.value is not None else None
+            if origin is not None:
+                by_origin.setdefault(id(origin), setting)
+        added: list[DecaySetting] = []
+        for spec, function in found:
+            weight = spec.weight
+            assert weight is not None
+            param = next((p for p in _all_params(function) if p.name.value == weight.param), None)
+            if param is None or param.default is None:
+                continue
+            used = by_origin.get(id(param.default))
+            if used is not None:
+                used.site = param.default  # judged at its use, reported where it is written
+                continue
+            if self._always_passed(function, param):
+                continue  # every call in the module passes its own value: the default is moot
+            setting = self._definition_setting(spec, function, param)
+            if setting is not None:
+                added.append(setting)
+        if added:
+            self.settings.extend(added)
+            order = self.ctx.index.order
+            self.settings.sort(key=lambda s: order.get(id(s.node or s.bound.call), 0))
+
+    def _always_passed(self, function: cst.FunctionDef, param: cst.Param) -> bool:
+        callers = self.resolver.callers(function)
+        return bool(callers) and all(
+            self.resolver.argument_for(function, param, call) is not None for call in callers
+        )
+
+    def _definition_setting(
+        self, spec: ApiSpec, function: cst.FunctionDef, param: cst.Param
+    ) -> DecaySetting | None:
+        weight = spec.weight
+        assert weight is not None and param.default is not None
+        value = self.resolver.resolve(param.default)
+        given = value.number if value is not None else None
+        if value is None or given is None:
+            return None
+        decay = given if weight.side is Side.OLD else 1.0 - given
+        bound = BoundCall(
+            spec, param, spec.qualname, {weight.param: cst.Arg(param.default)}, virtual=True
+        )
+        ramp, ramp_unknown = self._ramp(bound, weight)
+        use = self._definition_use(function, weight.param)
+        if use is None:
+            return None
+        return DecaySetting(
+            bound,
+            spec,
+            weight,
+            param.default,
+            value,
+            given,
+            decay,
+            ramp,
+            ramp_unknown,
+            1,
+            None,
+            False,
+            None,
+            use,
+            1,
+            self.resolver,
+            definition=True,
+        )
+
+    def _definition_use(self, function: cst.FunctionDef, weight: str) -> Use | None:
+        """What the class or helper averages for: the use of the averaged copies it holds,
+        else what its names say (a teacher, an RL target's ``tau``); None when the weight is
+        reassigned in the class (a schedule)."""
+        owner = self.ctx.index.enclosing(function, cst.ClassDef)
+        scope: cst.CSTNode = owner if isinstance(owner, cst.ClassDef) else function
+        objects = self.ctx.get(AveragingObjects)
+        for obj in objects.objects:
+            if obj.module_copy and self.ctx.index.contains(scope, obj.creation):
+                if obj.weight_reassigned:
+                    return None
+                if obj.use is not Use.EVAL:
+                    return obj.use
+        names = " ".join(
+            n.lower()
+            for n in (weight, function.name.value, getattr(owner, "name", function.name).value)
+        )
+        if any(word in names for word in _TARGET_WORDS):
+            return Use.TARGET
+        if any(word in names for word in _TEACHER_WORDS):
+            return Use.TEACHER
+        return Use.EVAL
 
     # Hand-written updates ----------------------------------------------------------------------
     def _hand_made_settings(self) -> list[DecaySetting]:
@@ -473,6 +594,11 @@ def _carrier(coefficient: Coefficient, side: Side) -> tuple[cst.BaseExpression, 
         expr = expr.right
         side = Side.NEW if side is Side.OLD else Side.OLD
     return expr, side
+
+
+def _all_params(function: cst.FunctionDef) -> list[cst.Param]:
+    p = function.params
+    return [*p.posonly_params, *p.params, *p.kwonly_params]
 
 
 def _code(node: cst.CSTNode) -> str:
