@@ -582,7 +582,30 @@ def eval_removed(ctx: Context) -> Iterator[Site]:
 
 def _moved_back(ctx: Context, name: str) -> bool:
     text = ctx.source
-    return any(f"{name}{s}" in text for s in (".to(", ".cuda(", ".module.to(", ".module.cuda("))
+    if any(f"{name}{s}" in text for s in (".to(", ".cuda(", ".module.to(", ".module.cuda(")):
+        return True
+    # accelerate places what it prepares on its device
+    return any(
+        last_name(call.func) == "prepare" and any(dotted(a.value) == name for a in call.args)
+        for call in ctx.nodes(cst.Call)
+    )
+
+
+ACCELERATOR_TEXT = ("cuda", "device", "accelerat", "DistributedDataParallel", "nccl")
+
+
+def _trains_on_accelerator(ctx: Context, assign: cst.CSTNode) -> bool:
+    """The function the copy is made in (the module, for a method) uses an accelerator: a
+    copy made in a CPU-only test of a module that also has GPU tests stays where it is."""
+    scope: cst.CSTNode = ctx.module
+    for a in ctx.ancestors(assign):
+        if isinstance(a, cst.ClassDef):
+            scope = ctx.module
+            break
+        if isinstance(a, cst.FunctionDef):
+            scope = a
+    text = ctx.code(scope) if scope is not ctx.module else ctx.source
+    return any(word in text for word in ACCELERATOR_TEXT)
 
 
 def cpu_copy(variant: str) -> Callable[[Context], Iterator[Site]]:
@@ -594,9 +617,17 @@ def cpu_copy(variant: str) -> Callable[[Context], Iterator[Site]]:
                 a.keyword and a.keyword.value == "device" for a in inner.args
             ):
                 continue
+            if not _trains_on_accelerator(ctx, assign):
+                continue
             copied = ctx.code(inner.args[0].value) if inner.args else ""
-            if last_name(inner.func) == "deepcopy" and re.search(r"state_dict|param", copied):
+            if last_name(inner.func) == "deepcopy" and re.search(r"state_dict|param|tree", copied):
                 continue  # a copied dict or list of tensors has no .cpu()
+            if (
+                last_name(inner.func) == "deepcopy"
+                and inner.args
+                and mentions_averaged(inner.args[0].value)
+            ):
+                continue  # a snapshot of the average (for saving), not the average
             if variant == "cpu":
                 new = cst.Call(cst.Attribute(assign.value, cst.Name("cpu")))
             else:

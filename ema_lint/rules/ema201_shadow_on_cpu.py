@@ -7,17 +7,22 @@ import libcst as cst
 from ..analysis.objects.averaging import (
     AveragingObject,
     AveragingObjects,
+    Method,
     Use,
 )
 from ..analysis.objects.devices import CpuPlacement, Devices
 from ..analysis.objects.run_length import RunLengths
 from ..analysis.objects.triggers import UPDATE_EVIDENCE, requiring
 from ..analysis.syntax.values import ValueResolver
+from ..analysis.syntax.vocabulary import tokens
 from ..analysis.training.framework import PER_STEP_HOOKS, FrameworkHooks
 from ..analysis.training.loops import TrainingLoops
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability
 from ..rule import Rule
 from ..statement_edits import without_argument
+
+# Words of a loop's iterable that say it runs over batches (an epoch loop holds it).
+_BATCH_WORDS = {"loader", "dataloader", "dl", "batches", "batch", "data", "dataset", "iterator"}
 
 
 class ShadowOnCpu(Rule):
@@ -25,9 +30,25 @@ class ShadowOnCpu(Rule):
     ## What it finds
     An evaluation EMA (or SWA copy) placed on the CPU (``.cpu()``, ``.to("cpu")``,
     ``.to(torch.device("cpu"))``, or the API's ``device="cpu"``) in a module whose model
-    trains on an accelerator (``.cuda()``, a ``"cuda"`` device, ``Accelerator()``, DDP),
-    and updated on every optimizer step: in the training loop, or in a Lightning hook that
-    runs on every batch or step (``on_train_batch_end``, ``on_before_zero_grad``...).
+    trains on an accelerator (``.cuda()``, a ``"cuda"`` device, ``Accelerator()``, DDP,
+    ``torch.cuda.set_device(...)``, an ``"nccl"`` process group), and updated on every
+    optimizer step: in the training loop (also one whose backward pass runs in another
+    file, ``loss.accumulate_gradients(...)`` then ``opt.step()``), or in a Lightning hook
+    that runs on every batch or step (``on_train_batch_end``, ``on_before_zero_grad``...).
+    Updates are followed into the module's functions that are given the copy
+    (``update_ema(ema, model)``) and to helpers of other files named for it (``ema(model,
+    ema_model, decay)``, ``ema_update(...)``).
+
+    Also reported:
+
+    - a copy made from the model before the model is moved (``ema =
+      AveragedModel(model)``, then ``model.to(device)`` or ``model = model.cuda()``) when
+      nothing moves the copy: it stays on the CPU;
+    - a CPU placement inside an EMA class of the module (``self.ema =
+      deepcopy(model).cpu()``) whose own ``update()`` averages into it: the class is
+      updated on every step by the loop that uses it;
+    - ``.cpu()`` of a timm ``ModelEma*`` object: the documented mode is the ``device=``
+      argument, which also moves the model's tensors in each update.
 
     Silent for the documented offload idioms: pinned memory with ``non_blocking=True``
     copies (diffusers' ``--offload_ema``), an update every few steps (an ``if step % k ==
@@ -35,7 +56,10 @@ class ShadowOnCpu(Rule):
     ``cpu_offload=True``, ema-pytorch's ``allow_different_devices=True``, timm's
     ``device='cpu'`` (documented there as a memory trade-off), a device chosen by a flag
     (``"cpu" if args.ema_cpu else None``), a move after the last update (saving the final
-    average), and modules that never use an accelerator.
+    average), a copy moved to the device before its first update (``ema.to(device)``,
+    ``accelerator.prepare(model, ema)``), offloading around each step (``ema.to(device)``,
+    ``ema.step(...)``, ``ema.to("cpu")``), a copy made after the model was moved or given
+    ``device=``, an update once per epoch, and modules that never use an accelerator.
 
     ## Why it hurts training
     Every update reads all the weights from the accelerator into host memory with a
@@ -81,7 +105,8 @@ class ShadowOnCpu(Rule):
     ``device="cpu"`` argument of the API or of a ``.to(...)`` that also converts the dtype:
     the average stays on the device of the model it copies. No fix when a hand-written
     update itself moves tensors to the CPU (the update must change with the placement),
-    or when the device is a positional argument followed by others.
+    when the device is a positional argument followed by others, or for a copy made
+    before the model was moved (make it after the move, or move it the same way).
     """
 
     code = "EMA201"
@@ -107,11 +132,14 @@ class ShadowOnCpu(Rule):
         for obj in objects.objects:
             if obj.use is not Use.EVAL:
                 continue
-            placements = devices.cpu_placements(obj)
-            if not placements or devices.offloaded(obj) or not self._every_step(obj):
+            placements = [p for p in devices.cpu_placements(obj) if not devices.offloaded(obj, p)]
+            if not placements or not self._every_step(obj, devices.update_sites(obj)):
                 continue
             moves = obj.hand_made and devices.moves_in_update(obj)
             for placement in placements:
+                if placement.kind == "before-move":
+                    self.report(placement.node, self._before_move_message(obj, placement))
+                    continue
                 fix = None if moves else self._fix(placement)
                 self.report(placement.node, self._message(obj, accelerator), fix)
 
@@ -125,7 +153,7 @@ class ShadowOnCpu(Rule):
             for a in c.args
         )
 
-    def _every_step(self, obj: AveragingObject) -> bool:
+    def _every_step(self, obj: AveragingObject, updates: list[cst.CSTNode]) -> bool:
         """Updated on every optimizer step of a training loop."""
         spec, bound = obj.spec, obj.bound
         if spec is not None and spec.interval is not None and bound is not None:
@@ -140,7 +168,7 @@ class ShadowOnCpu(Rule):
         loops = self.ctx.get(TrainingLoops)
         lengths = self.ctx.get(RunLengths)
         hooks = self.ctx.get(FrameworkHooks)
-        for update in obj.updates:
+        for update in updates:
             count, guard = lengths.guard_interval(update)
             if count > 1 and not self._steps_under(guard, loops):
                 continue  # an interval of its own, not the accumulation guard of the step
@@ -150,7 +178,74 @@ class ShadowOnCpu(Rule):
             for hook, _ in hooks.hooks_reaching(update):
                 if hook.name.value in PER_STEP_HOOKS:
                     return True
+            if self._stepping_loop(update, loops, 0) or self._class_update(obj, update, loops):
+                return True
         return False
+
+    def _stepping_loop(self, node: cst.CSTNode, loops: TrainingLoops, depth: int) -> bool:
+        """``node`` runs once per iteration of a loop that steps the optimizer, when the
+        backward pass is not visible (``loss.accumulate_gradients(...)`` of another file):
+        the loop holds a step, and no loop over batches inside it holds that step (then it
+        is an epoch loop). Followed through the callers of ``node``'s function."""
+        index = self.ctx.index
+        fn = loops.function_of(node)
+        steps = loops.stepping_calls_in(fn)
+        for ancestor in index.ancestors(node):
+            if ancestor is fn:
+                break
+            if not isinstance(ancestor, (cst.For, cst.While)):
+                continue
+            inner = [s for s in steps if index.contains(ancestor, s)]
+            if inner:
+                return not all(self._under_batch_loop(s, ancestor) for s in inner)
+        if fn is None or depth >= 3:
+            return False
+        return any(self._stepping_loop(c, loops, depth + 1) for c in loops.callers(fn))
+
+    def _under_batch_loop(self, step: cst.CSTNode, outer: cst.CSTNode) -> bool:
+        for ancestor in self.ctx.index.ancestors(step):
+            if ancestor is outer:
+                return False
+            if not isinstance(ancestor, cst.For):
+                continue
+            names = [ancestor.iter, *self.ctx.index.descendants(ancestor.iter, cst.Name)]
+            if any(
+                w.lower() in _BATCH_WORDS
+                for n in names
+                if isinstance(n, cst.Name)
+                for w in tokens(n.value)
+            ):
+                return True
+        return False
+
+    def _class_update(
+        self, obj: AveragingObject, update: cst.CSTNode, loops: TrainingLoops
+    ) -> bool:
+        """An EMA class of the module keeps the copy (``self.ema``) and updates it in its
+        own update method, which nothing in the module calls: the class is made to be
+        updated on every step by the training loop that uses it."""
+        if obj.kind is not Method.EMA or not any(n.startswith("self.") for n in obj.names):
+            return False
+        method = loops.function_of(update)
+        if method is None or loops.class_of(method) is None:
+            return False
+        if loops.class_of(method) is not self.ctx.index.enclosing(obj.creation, cst.ClassDef):
+            return False
+        words = [w.lower() for w in tokens(method.name.value)]
+        return bool(set(words) & {"update", "step", "call"}) and not loops.callers(method)
+
+    def _before_move_message(self, obj: AveragingObject, placement: CpuPlacement) -> str:
+        move = placement.move
+        shown = self.ctx.code(move) if move is not None else "the model's move"
+        if len(shown) > 40:
+            shown = shown[:37] + "..."
+        return (
+            f"{obj.name} is made from the model while it is still on the CPU, and only the "
+            f"model is moved to the device afterwards (`{shown}`): the average stays in host "
+            "memory, and every update copies all the weights from the device synchronously "
+            "(or fails on mixed devices); make the average after moving the model, or move "
+            "it the same way"
+        )
 
     def _steps_under(self, guard: cst.If | None, loops: TrainingLoops) -> bool:
         """The ``% k`` guard also holds the optimizer step: it is gradient accumulation, and

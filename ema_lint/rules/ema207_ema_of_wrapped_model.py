@@ -32,8 +32,10 @@ class EmaOfWrappedModel(Rule):
     Silent when the copy is made before the wrapping (timm's and EDM's recipe), of the
     unwrapped model (``model.module``, ``model._orig_mod``, ``accelerator.unwrap_model``,
     ``model_without_ddp``), by APIs that unwrap their input themselves (ultralytics and
-    YOLOX ``ModelEMA``, timm's ``ModelEma``), and for APIs that average a list of parameters
-    (diffusers ``EMAModel(unet.parameters())``, torch-ema), which does not depend on names.
+    YOLOX ``ModelEMA``), for timm's first ``ModelEma`` of a DataParallel model (it keeps the
+    ``module.`` keys in step; made after the DDP wrapper, which its docs forbid, it is
+    reported), and for APIs that average a list of parameters (diffusers
+    ``EMAModel(unet.parameters())``, torch-ema), which does not depend on names.
 
     ## Why it hurts training
     Deep-copying a DDP or FSDP wrapper copies its process group handles, gradient buckets
@@ -106,7 +108,7 @@ class EmaOfWrappedModel(Rule):
             if source is None:
                 continue
             wrapping = wrappers.wrapped_at(source, obj.creation)
-            if wrapping is None:
+            if wrapping is None or self._accepted(obj, wrapping):
                 continue
             self.report(source, self._message(obj, source, wrapping), self._fix(source, wrapping))
         self._wrapped_copies(objects, wrappers)
@@ -158,11 +160,20 @@ class EmaOfWrappedModel(Rule):
             return None
         spec = obj.spec
         if spec is not None:
-            if obj.virtual or spec.accepts_wrapped or spec.source_param != "model":
+            if obj.virtual or spec.source_param != "model":
+                return None
+            if spec.accepts_wrapped and not spec.accepted_wrappers:
                 return None
         elif any(u is obj.creation for u in obj.updates):
             return None  # a shadow found by its update, not a copy
         return obj.source
+
+    def _accepted(self, obj: AveragingObject, wrapping: Wrapping) -> bool:
+        """The API handles a copy of this wrapper (timm ``ModelEma``: DataParallel only)."""
+        spec = obj.spec
+        return (
+            spec is not None and spec.accepts_wrapped and wrapping.wrapper in spec.accepted_wrappers
+        )
 
     def _unwrapped(self, source: cst.BaseExpression, wrapping: Wrapping) -> str | None:
         code = self.ctx.code(source)

@@ -179,8 +179,10 @@ class ApiSpec:
     # The copy's parameters are made ``requires_grad=False`` at construction.
     frozen_on_init: bool = False
     # The API copies the unwrapped model of a DDP/DataParallel source itself (or is
-    # documented to accept a wrapped one).
+    # documented to accept a wrapped one); ``accepted_wrappers`` limits that to some
+    # wrappers (empty: any).
     accepts_wrapped: bool = False
+    accepted_wrappers: tuple[str, ...] = ()
     # A CPU copy is a mode the library documents (timm ``device='cpu'``), or becomes one when
     # this argument has this value (ema-pytorch ``allow_different_devices=True``).
     cpu_documented: bool = False
@@ -499,7 +501,10 @@ API_SPECS: tuple[ApiSpec, ...] = (
         is_module=False,
         frozen_on_init=True,
         cpu_documented=True,
+        # It keeps a DataParallel copy's ``module.`` keys in step with the model's; timm's
+        # docs say to make it before the DDP wrapper (a copy of DDP is a DDP module).
         accepts_wrapped=True,
+        accepted_wrappers=("DataParallel",),
         library="timm",
         docs=_TIMM,
     ),

@@ -18,11 +18,32 @@ import libcst as cst
 from ema_lint.analysis.objects.apis import Role
 from ema_lint.analysis.objects.averaging import AveragingObject, AveragingObjects
 from ema_lint.analysis.syntax.context import FileContext
-from ema_lint.analysis.syntax.names import ImportTable
+from ema_lint.analysis.syntax.names import ImportTable, dotted_name
 from ema_lint.analysis.syntax.values import ValueResolver
+from ema_lint.analysis.syntax.vocabulary import tokens
 
 _ACCELERATORS = ("cuda", "mps", "xla", "npu", "xpu")
 _ACCELERATOR_APIS = {"accelerate.Accelerator", "torch.nn.parallel.DistributedDataParallel"}
+# ``torch.cuda`` calls that need a GPU to run (``is_available()``, ``device_count()`` and
+# seeding are also written by scripts that fall back to the CPU).
+_CUDA_CALLS = {
+    "set_device",
+    "synchronize",
+    "current_device",
+    "current_stream",
+    "Event",
+    "Stream",
+    "max_memory_allocated",
+    "memory_allocated",
+    "reset_peak_memory_stats",
+}
+# Strings that name an accelerator backend (``init_process_group("nccl")``).
+_BACKENDS = ("nccl",)
+# Moves of a module to a device: ``model.to(device)``, ``model.cuda()``.
+_MOVES = ("to", "cuda")
+# Helpers of another file whose name says they update an average (``ema(model, ema_model,
+# decay)``, ``accumulate(g_ema, g)``, ``ema_update(model, model_ema, decay)``).
+_UPDATE_WORDS = {"ema", "accumulate", "polyak"}
 
 
 @dataclass(frozen=True, eq=False)
@@ -30,14 +51,18 @@ class CpuPlacement:
     """Where an averaged copy is put on the CPU.
 
     ``kind`` is "argument" (the API's ``device=`` argument: ``node`` is the ``Arg``),
-    "call" (``.cpu()``, ``.to("cpu")``: ``node`` is the call) or "device" (the device
-    argument of a ``.to(...)`` that also converts something else: ``node`` is the ``Arg``).
-    ``call`` is the call the argument belongs to.
+    "call" (``.cpu()``, ``.to("cpu")``: ``node`` is the call), "device" (the device
+    argument of a ``.to(...)`` that also converts something else: ``node`` is the ``Arg``)
+    or "before-move" (the copy was made of the model while it was still on the CPU, and
+    only the model was moved to the device afterwards: ``node`` is the creating call,
+    ``move`` the model's move). ``call`` is the call the argument belongs to.
     """
 
     kind: str
     node: cst.CSTNode
     call: cst.Call
+    # For "before-move": the later move of the model the copy was made of.
+    move: cst.Call | None = None
 
 
 class Devices:
@@ -50,6 +75,7 @@ class Devices:
         self.index = ctx.index
         self.imports = ctx.get(ImportTable)
         self._accelerator: cst.CSTNode | bool | None = False
+        self._sites: dict[int, list[cst.CSTNode]] = {}
 
     @classmethod
     def build(cls, ctx: FileContext) -> Devices:
@@ -70,9 +96,17 @@ class Devices:
                 return call
             if self.imports.resolve(func, _ACCELERATOR_APIS):
                 return call
+            if (
+                isinstance(func, cst.Attribute)
+                and func.attr.value in _CUDA_CALLS
+                and "torch.cuda" in self.imports.qualified_names(func.value)
+            ):
+                return call
         for string in self.ctx.nodes(cst.SimpleString):
             value = string.evaluated_value  # type: ignore[attr-defined]
-            if isinstance(value, str) and value.split(":", 1)[0] in _ACCELERATORS:
+            if isinstance(value, str) and (
+                value.split(":", 1)[0] in _ACCELERATORS or value in _BACKENDS
+            ):
                 return string
         return None
 
@@ -96,7 +130,19 @@ class Devices:
         return False
 
     def cpu_placements(self, obj: AveragingObject) -> list[CpuPlacement]:
-        """Where ``obj`` is put on the CPU before it is updated."""
+        """Where ``obj`` is put on the CPU before it is updated (and not moved to a device
+        again before its first update: a transient CPU copy is not kept there)."""
+        updates = self.update_sites(obj)
+        found = [
+            p for p in self._cpu_placements(obj, updates) if not self._moved_back(obj, p, updates)
+        ]
+        if not found:
+            found = self._made_before_move(obj, updates)
+        return found
+
+    def _cpu_placements(
+        self, obj: AveragingObject, updates: list[cst.CSTNode]
+    ) -> list[CpuPlacement]:
         found: list[CpuPlacement] = []
         spec, bound = obj.spec, obj.bound
         if (
@@ -113,7 +159,7 @@ class Devices:
         for call in self._moves():
             func = call.func
             assert isinstance(func, cst.Attribute)
-            if obj.updates and not any(self.index.is_before(call, u) for u in obj.updates):
+            if updates and not any(self.index.is_before(call, u) for u in updates):
                 continue  # after the last update: moving the final average for saving
             if objects.for_expression(func.value) is not obj:
                 continue
@@ -130,6 +176,180 @@ class Devices:
             kind = "call" if not others else "device"
             found.append(CpuPlacement(kind, call if kind == "call" else device, call))
         return found
+
+    # Update sites ----------------------------------------------------------------------------
+    def update_sites(self, obj: AveragingObject) -> list[cst.CSTNode]:
+        """Where ``obj`` is updated: its own updates, the calls that pass it to a function of
+        the module holding an average update of what that parameter holds (``update_ema(ema,
+        model)`` over ``OrderedDict(ema_model.named_parameters())``), and the calls that give
+        it to a helper of another file named for updating an average (``ema(model,
+        ema_model, decay)``, ``accumulate(g_ema, g)``), whose body is not here."""
+        cached = self._sites.get(id(obj))
+        if cached is not None:
+            return cached
+        sites: list[cst.CSTNode] = list(obj.updates)
+        objects = self.ctx.get(AveragingObjects)
+        resolver = self.ctx.get(ValueResolver)
+        updating: dict[int, cst.FunctionDef] = {}
+        for other in objects.objects:
+            for update in other.updates:
+                fn = self.index.enclosing(update, cst.FunctionDef)
+                if isinstance(fn, cst.FunctionDef):
+                    updating[id(fn)] = fn
+        local = {fn.name.value for fn in self.ctx.nodes(cst.FunctionDef)}
+        for fn in updating.values():
+            for call in resolver.callers(fn):
+                if call in sites:
+                    continue
+                for param in (*fn.params.params, *fn.params.kwonly_params):
+                    arg = resolver.argument_for(fn, param, call)
+                    if (
+                        arg is not None
+                        and objects.for_expression(arg) is obj
+                        and self._reads(fn, param.name.value)
+                    ):
+                        sites.append(call)
+                        break
+        for call in self.ctx.nodes(cst.Call):
+            func = call.func
+            if not isinstance(func, cst.Name) or func.value in local or call in sites:
+                continue
+            if not self.imports.qualified_names(func) or not _names_an_update(func.value):
+                continue
+            if objects.for_expression(func) is not None or len(call.args) < 2:
+                continue
+            if any(objects.for_expression(a.value) is obj for a in call.args[:3]):
+                sites.append(call)
+        sites.sort(key=lambda n: self.index.order[id(n)])
+        self._sites[id(obj)] = sites
+        return sites
+
+    def _reads(self, fn: cst.FunctionDef, name: str) -> bool:
+        return any(
+            isinstance(n, cst.Name) and n.value == name
+            for n in self.index.descendants(fn.body, cst.Name)
+        )
+
+    # Moves to a device --------------------------------------------------------------------------
+    def is_device_move(self, call: cst.Call) -> bool:
+        """``x.cuda()``, or ``x.to(d)`` with ``d`` a device other than the CPU: an
+        accelerator string, ``device=``, or an expression named for a device (``device``,
+        ``args.device``, ``rank``, ``local_rank``, ``accelerator.device``)."""
+        func = call.func
+        if not isinstance(func, cst.Attribute) or func.attr.value not in _MOVES:
+            return False
+        if func.attr.value == "cuda":
+            return True
+        arg = self._device_arg(call)
+        if arg is None or self.is_cpu(arg.value):
+            return False
+        if arg.keyword is not None and arg.keyword.value == "device":
+            return True
+        value = arg.value
+        if isinstance(value, cst.SimpleString):
+            text = value.evaluated_value
+            return isinstance(text, str) and text.split(":", 1)[0] in _ACCELERATORS
+        code = dotted_name(value)
+        if code is None:
+            return False
+        last = code.rsplit(".", 1)[-1].lower()
+        return any(w in last for w in ("device", "rank", "gpu", "cuda"))
+
+    def _moved_back(
+        self, obj: AveragingObject, placement: CpuPlacement, updates: list[cst.CSTNode]
+    ) -> bool:
+        """``obj`` is moved to a device (``.to(device)``, ``.cuda()``, handed to
+        ``accelerator.prepare``) after ``placement`` and before its first update."""
+        first = next((u for u in updates if self.index.is_before(placement.call, u)), None)
+        for call in self.ctx.nodes(cst.Call):
+            if not self.index.is_before(placement.call, call) or self.index.contains(
+                placement.call, call
+            ):
+                continue
+            if first is not None and not self.index.is_before(call, first):
+                break
+            if self._moves_object(call, obj):
+                return True
+        return False
+
+    def _moves_object(self, call: cst.Call, obj: AveragingObject) -> bool:
+        objects = self.ctx.get(AveragingObjects)
+        func = call.func
+        if not isinstance(func, cst.Attribute):
+            return False
+        if self.is_device_move(call) and objects.for_expression(func.value) is obj:
+            return True
+        if func.attr.value == "prepare":  # accelerate places what it prepares on its device
+            return any(not a.star and objects.for_expression(a.value) is obj for a in call.args)
+        return False
+
+    def _made_before_move(
+        self, obj: AveragingObject, updates: list[cst.CSTNode]
+    ) -> list[CpuPlacement]:
+        """The copy is made of a model built in this function and not yet moved, and only
+        the model is moved to the device afterwards (``ema = AveragedModel(model)`` then
+        ``model.to(device)``): the copy stays on the CPU."""
+        spec, bound, source = obj.spec, obj.bound, obj.source
+        creation = obj.creation
+        if source is None or not isinstance(creation, cst.Call) or not updates:
+            return []
+        if spec is not None:
+            if spec.role not in (Role.EMA_MODEL, Role.SWA_MODEL) or bound is None or bound.virtual:
+                return []
+            if spec.device is not None and bound.value(spec.device) is not None:
+                return []
+            if spec.cpu_offload is not None and bound.value(spec.cpu_offload[0]) is not None:
+                return []
+        elif not obj.module_copy:
+            return []
+        code = dotted_name(source)
+        if code is None or not isinstance(source, (cst.Name, cst.Attribute)):
+            return []
+        scope = self.index.enclosing(creation, cst.FunctionDef)
+        statement = self.index.statement(creation)
+        if statement is None or self._chain_moves(creation):
+            return []
+        made_here = False
+        for assign in self.ctx.nodes(cst.Assign):
+            if self.index.enclosing(assign, cst.FunctionDef) is not scope:
+                continue
+            if not self.index.is_before(assign, creation):
+                continue
+            if any(dotted_name(t.target) == code for t in assign.targets):
+                made_here = True
+                if self._chain_moves(assign.value):
+                    return []
+        if not made_here:
+            return []
+        move: cst.Call | None = None
+        for call in self.ctx.nodes(cst.Call):
+            if self.index.enclosing(call, cst.FunctionDef) is not scope:
+                continue
+            func = call.func
+            if not isinstance(func, cst.Attribute) or dotted_name(func.value) != code:
+                continue
+            if not self.is_device_move(call):
+                continue
+            if self.index.is_before(call, creation) or self.index.contains(statement, call):
+                return []  # moved before the copy was made
+            if move is None and any(self.index.is_before(call, u) for u in updates):
+                move = call
+        if move is None:
+            return []
+        for call in self.ctx.nodes(cst.Call):
+            if self.index.is_before(creation, call) and self._moves_object(call, obj):
+                return []
+        return [CpuPlacement("before-move", creation, creation, move)]
+
+    def _chain_moves(self, expr: cst.CSTNode) -> bool:
+        """A ``.to(device)`` / ``.cuda()`` in the call chain of ``expr``."""
+        node = expr
+        while isinstance(node, cst.Call):
+            if self.is_device_move(node):
+                return True
+            func = node.func
+            node = func.value if isinstance(func, cst.Attribute) else None
+        return False
 
     def _moves(self) -> list[cst.Call]:
         """``x.cpu()`` and ``x.to(...)`` calls of the module (collected once)."""
@@ -152,10 +372,16 @@ class Devices:
         return None
 
     # Offload idioms ----------------------------------------------------------------------------
-    def offloaded(self, obj: AveragingObject) -> str | None:
-        """Why a CPU copy of ``obj`` is a documented offload, or None."""
+    def offloaded(self, obj: AveragingObject, placement: CpuPlacement | None = None) -> str | None:
+        """Why a CPU copy of ``obj`` is a documented offload, or None. A library that
+        documents ``device='cpu'`` moves the model's tensors in its updates only when it is
+        told so by that argument: a ``.cpu()`` of its object afterwards is not that mode."""
         spec, bound = obj.spec, obj.bound
-        if spec is not None and spec.cpu_documented:
+        if (
+            spec is not None
+            and spec.cpu_documented
+            and (placement is None or placement.kind == "argument")
+        ):
             return f"{spec.short_name} documents device='cpu'"
         if spec is not None and bound is not None and spec.cpu_offload is not None:
             param, wanted = spec.cpu_offload
@@ -201,4 +427,15 @@ def _non_blocking(arg: cst.Arg) -> bool:
         and arg.keyword.value == "non_blocking"
         and isinstance(arg.value, cst.Name)
         and arg.value.value == "True"
+    )
+
+
+def _names_an_update(name: str) -> bool:
+    """``ema``, ``update_ema``, ``ema_update``, ``accumulate``, ``polyak_update``: a
+    function name that says it moves an average towards the weights."""
+    words = [w.lower() for w in tokens(name)]
+    return (
+        bool(words)
+        and words[0] in _UPDATE_WORDS | {"update"}
+        and (any(w in _UPDATE_WORDS | {"average", "averages"} for w in words))
     )
