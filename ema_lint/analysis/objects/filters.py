@@ -42,6 +42,9 @@ class UpdateFilter:
     statement: cst.If  # the ``if`` holding the update, or the ``if ...: continue``
     copied: bool  # the skipped entries are written by another statement
     skips: bool = False  # the condition holds for the skipped entries (``continue``, ``else``)
+    # The filter is a choice the code offers: the condition also tests an option that is not
+    # about the entry (``if self.skip_norms and "bn" in name: continue``).
+    optional: bool = False
 
 
 class FilteredUpdates:
@@ -79,7 +82,13 @@ class FilteredUpdates:
                     copied = branch is not None and self._writes(branch)
                     copied = copied or self._written_elsewhere(update, loop)
                     return UpdateFilter(
-                        update, ancestor.test, kind, ancestor, copied, skips=not inside_body
+                        update,
+                        ancestor.test,
+                        kind,
+                        ancestor,
+                        copied,
+                        skips=not inside_body,
+                        optional=self._optional(ancestor.test, bound),
                     )
         # ``if <filter>: continue`` before the update in the loop body.
         for statement in self.index.descendants(loop.body, cst.If):
@@ -92,8 +101,17 @@ class FilteredUpdates:
                 continue
             kind = self._kind(statement.test, bound)
             if kind is not None:
-                copied = self._written_elsewhere(update, loop)
-                return UpdateFilter(update, statement.test, kind, statement, copied, skips=True)
+                # ``if "bn" in name: e.copy_(p); continue`` copies what it skips.
+                copied = self._writes(statement.body) or self._written_elsewhere(update, loop)
+                return UpdateFilter(
+                    update,
+                    statement.test,
+                    kind,
+                    statement,
+                    copied,
+                    skips=True,
+                    optional=self._optional(statement.test, bound),
+                )
         return None
 
     def _kind(self, test: cst.BaseExpression, bound: set[str]) -> str | None:
@@ -150,6 +168,26 @@ class FilteredUpdates:
         if attrs & _NAME_METHODS and strings:
             return "name"
         return None
+
+    def _optional(self, test: cst.BaseExpression, bound: set[str]) -> bool:
+        """An operand of the condition is an option, not a test of the entry: a name or
+        attribute (negated or not) that mentions none of the loop's names."""
+        if not isinstance(test, cst.BooleanOperation):
+            return False
+        operands: list[cst.BaseExpression] = []
+        stack: list[cst.BaseExpression] = [test]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.BooleanOperation):
+                stack.extend((node.left, node.right))
+            else:
+                operands.append(node)
+        for operand in operands:
+            while isinstance(operand, cst.UnaryOperation) and isinstance(operand.operator, cst.Not):
+                operand = operand.expression
+            if isinstance(operand, (cst.Name, cst.Attribute)) and not _mentions(operand, bound):
+                return True
+        return False
 
     def _writes(self, node: cst.CSTNode) -> bool:
         updates = self.ctx.get(InPlaceUpdates)

@@ -47,7 +47,7 @@ from ema_lint.analysis.syntax.vocabulary import is_averaged_name, names_an_avera
 from ema_lint.analysis.training.evaluation import EvaluationSites
 from ema_lint.analysis.training.modes import ModeTracker
 
-FORMAT = 1
+FORMAT = 2
 
 _WEIGHT_WORDS = {"decay", "beta", "momentum", "rate", "tau", "alpha", "ema_decay", "mu"}
 _APPLY = ("apply_shadow", "copy_to", "apply", "swap", "set", "swap_in")
@@ -103,6 +103,9 @@ class UpdaterSummary:
     rate: str | None = None
     side: str | None = None
     rate_default: float | None = None
+    # Whether the update brings the buffers along: "yes" (a state_dict() average), "copied"
+    # (the function copies buffers() too), "no" (parameters only), "" (unknown).
+    buffers: str = ""
 
 
 @dataclass
@@ -545,7 +548,9 @@ class _Extractor:
         found[""] = " ".join(texts)
         return found
 
-    def _buffers(self, cls: cst.ClassDef, updates: list[InPlaceUpdate], copies: list) -> str:
+    def _buffers(
+        self, cls: cst.ClassDef | cst.FunctionDef, updates: list[InPlaceUpdate], copies: list
+    ) -> str:
         methods = {u.shadow_method for u in updates} | {u.source_method for u in updates}
         if "state_dict" in methods:
             return "yes"
@@ -597,6 +602,7 @@ class _Extractor:
             found = self._at(
                 UpdaterSummary(function.name.value, 0, params, average, live), function
             )
+            found.buffers = self._buffers(function, [update], [])
             for coefficient, side in (
                 (update.old_weight, "decay"),
                 (update.new_weight, "momentum"),
