@@ -223,11 +223,13 @@ class FilteredUpdates:
                 if root is not None and _root_name(call.func.value) == root:
                     return True
                 continue
-            # ``e.copy_(p)`` in another loop over the same copy.
+            # ``e.copy_(p)`` in another loop over the same copy (not over its buffers only:
+            # those are not the entries the filter skips).
             other = self.index.enclosing(call, cst.For)
             if (
                 other is not None
                 and other is not loop
+                and not _buffers_only(other.iter)
                 and root is not None
                 and root
                 in {
@@ -238,6 +240,27 @@ class FilteredUpdates:
             ):
                 return True
         return False
+
+
+def _buffers_only(iterated: cst.BaseExpression) -> bool:
+    """A loop over ``buffers()`` / ``named_buffers()`` and no other weights."""
+    methods = set()
+    for node in (iterated, *_calls_in(iterated)):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            methods.add(node.func.attr.value)
+    weights = {"parameters", "named_parameters", "state_dict", "items", "values"}
+    return bool(methods & {"buffers", "named_buffers"}) and not methods & weights
+
+
+def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
+    found: list[cst.Call] = []
+    stack: list[cst.CSTNode] = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Call):
+            found.append(current)
+        stack.extend(current.children)
+    return found
 
 
 def _continues(statement: cst.If) -> bool:
