@@ -7,7 +7,7 @@ import re
 import libcst as cst
 
 from ..analysis.objects.api_calls import BoundCalls
-from ..analysis.objects.apis import Role
+from ..analysis.objects.apis import API_TABLE, Role
 from ..analysis.objects.averaging import (
     AveragingObject,
     AveragingObjects,
@@ -16,8 +16,8 @@ from ..analysis.objects.averaging import (
 from ..analysis.objects.norm_layers import NormLayers
 from ..analysis.objects.triggers import UPDATE_EVIDENCE
 from ..analysis.objects.updates import InPlaceUpdate, InPlaceUpdates
-from ..analysis.objects.whole_uses import WholeUses
-from ..analysis.syntax.names import dotted_name
+from ..analysis.objects.whole_uses import USE_METHODS, WholeUses
+from ..analysis.syntax.names import ImportTable, dotted_name
 from ..analysis.training.modes import Mode, ModeTracker
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability
 from ..rule import Rule
@@ -46,7 +46,8 @@ class IgnoresBuffers(Rule):
     - a helper of another module of the project (``update_ema(ema, model)`` from
       ``utils/ema.py``) that averages parameters only, given such a copy;
     - an instance of the project's own EMA class, or of its subclass of a library EMA
-      (``class ParamEma(ModelEmaV2)`` overriding ``update``), that averages parameters only.
+      (``class ParamEma(ModelEmaV2)`` overriding ``update``, in this module or another),
+      that averages parameters only.
 
     Nothing else may keep the copy's buffers current: no loop over ``buffers()`` /
     ``state_dict()`` of the copy, no ``load_state_dict`` into it, no BatchNorm
@@ -108,7 +109,8 @@ class IgnoresBuffers(Rule):
     is added right after the parameter update, as ``AveragedModel`` does by default. It
     changes the statistics the averaged model is evaluated with (averaging the buffers, or
     recalibrating with ``update_bn``, are alternatives), so it is a judgment call. Offered
-    when the update loop zips the two models' ``parameters()``.
+    when the update loop of this module zips the two models' ``parameters()``; an update in
+    another module is reported where its copy is made or updated, without a fix.
     """
 
     code = "EMA304"
@@ -123,6 +125,7 @@ class IgnoresBuffers(Rule):
     def finish(self) -> None:
         self._project_classes()
         self._project_helpers()
+        self._library_subclasses()
         provider = self.ctx.get(InPlaceUpdates)
         candidates = [u for u in provider.updates if u.shadow_method in _PARAMETER_METHODS]
         if not candidates:
@@ -223,6 +226,102 @@ class IgnoresBuffers(Rule):
                 "normalisation statistics of the initial weights; copy or average the buffers "
                 "too (or recalibrate them with update_bn)",
             )
+
+    def _library_subclasses(self) -> None:
+        """``class ParamEma(ModelEmaV2)`` of this module overriding the update to average
+        ``self.module.parameters()`` only, made and evaluated here: the library's own
+        update would have averaged the buffers too."""
+        provider = self.ctx.get(InPlaceUpdates)
+        updates = [u for u in provider.updates if u.shadow_method in _PARAMETER_METHODS]
+        if not updates:
+            return
+        imports = self.ctx.get(ImportTable)
+        index = self.ctx.index
+        for cls in self.ctx.nodes(cst.ClassDef):
+            assert isinstance(cls, cst.ClassDef)
+            spec = next(
+                (
+                    found
+                    for base in cls.bases
+                    for qualname in imports.qualified_names(base.value)
+                    if (found := API_TABLE.get(qualname)) is not None
+                    and found.role is Role.EMA_MODEL
+                    and found.model_copy is not None
+                ),
+                None,
+            )
+            if spec is None:
+                continue
+            inner = f"self.{spec.model_copy}"
+            mine = [
+                u
+                for u in updates
+                if index.contains(cls, u.node)
+                and u.shadow_container is not None
+                and self.ctx.code(u.shadow_container) == inner
+                and provider.discarded(u) is None
+            ]
+            if not mine or self._class_handles_buffers(cls):
+                continue
+            buffers = self.ctx.get(NormLayers)
+            if not buffers.has_batchnorm or not self._instance_evaluated(cls, spec.model_copy):
+                continue
+            update = mine[0]
+            node = update.loop.iter if update.loop is not None else update.node
+            self.report(
+                node,
+                f"{cls.name.value} overrides {spec.short_name}'s update to average "
+                f"{inner}.parameters() only, but the model has BatchNorm layers "
+                f"({buffers.evidence()}): the copy's running statistics stay those copied when "
+                "it was made, so it is evaluated with normalisation statistics of the initial "
+                "weights; copy or average the buffers too (or recalibrate them with update_bn)",
+                self._fix(update),
+            )
+
+    def _class_handles_buffers(self, cls: cst.ClassDef) -> bool:
+        for call in self.ctx.index.descendants(cls, cst.Call):
+            func = call.func  # type: ignore[attr-defined]
+            if isinstance(func, cst.Attribute) and func.attr.value in (
+                "buffers",
+                "named_buffers",
+                "state_dict",
+                "load_state_dict",
+            ):
+                return True
+        return False
+
+    def _instance_evaluated(self, cls: cst.ClassDef, inner: str) -> bool:
+        """An instance of ``cls`` is made in the module and its averaged model run, put in
+        eval mode, saved or handed to a function other than the update."""
+        index = self.ctx.index
+        held: set[str] = set()
+        for call in self.ctx.nodes(cst.Call):
+            if not (isinstance(call.func, cst.Name) and call.func.value == cls.name.value):
+                continue
+            parent = index.parent(call)
+            if isinstance(parent, cst.Assign):
+                held.update(self.ctx.code(t.target) for t in parent.targets)
+        if not held:
+            return False
+        models = {f"{name}.{inner}" for name in held}
+        for call in self.ctx.nodes(cst.Call):
+            if index.contains(cls, call):
+                continue
+            func = call.func
+            if self.ctx.code(func) in models:
+                return True  # ema.module(x)
+            if (
+                isinstance(func, cst.Attribute)
+                and func.attr.value in USE_METHODS
+                and self.ctx.code(func.value) in models
+            ):
+                return True  # ema.module.eval(), ema.module.state_dict()
+            name = (dotted_name(func) or "").rsplit(".", 1)[-1]
+            if name in ("deepcopy", "zip", "list"):
+                continue
+            if any(self.ctx.code(a.value) in models for a in call.args):
+                return True  # validate(ema.module, loader)
+        return False
 
     def _teacher_in_eval(self, obj: AveragingObject) -> cst.Call | None:
         """A teacher run in eval mode: the call whose output rests on its BatchNorm running
