@@ -1,4 +1,4 @@
-"""EMA304: a hand-made EMA copy averaged over parameters() only, with BatchNorm in the model."""
+"""EMA304: an EMA copy averaged over parameters() only, with BatchNorm in the model."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import re
 
 import libcst as cst
 
+from ..analysis.objects.api_calls import BoundCalls
+from ..analysis.objects.apis import API_TABLE, Role
 from ..analysis.objects.averaging import (
     AveragingObject,
     AveragingObjects,
@@ -14,7 +16,9 @@ from ..analysis.objects.averaging import (
 from ..analysis.objects.norm_layers import NormLayers
 from ..analysis.objects.triggers import UPDATE_EVIDENCE
 from ..analysis.objects.updates import InPlaceUpdate, InPlaceUpdates
-from ..analysis.syntax.names import dotted_name
+from ..analysis.objects.whole_uses import USE_METHODS, WholeUses
+from ..analysis.syntax.names import ImportTable, dotted_name
+from ..analysis.training.modes import Mode, ModeTracker
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability
 from ..rule import Rule
 
@@ -26,26 +30,34 @@ _RECALIBRATE = re.compile(
     r"(update|recalibrat|calibrat|stat)",
     re.IGNORECASE,
 )
-# Uses of the copy that evaluate, export or sample with it.
-_USE_METHODS = {"eval", "forward", "state_dict", "predict", "generate", "sample", "save_pretrained"}
 
 
 class IgnoresBuffers(Rule):
     """
     ## What it finds
-    A hand-made averaged copy of a model (``copy.deepcopy(model)``) that is updated over
-    ``parameters()`` / ``named_parameters()`` only, when the model has buffers that matter
-    (a BatchNorm layer named in the module, or a torchvision/timm CNN built there), the copy
-    is used for evaluation (called, put in ``eval()``, passed to an evaluation function or
-    saved), and nothing else keeps its buffers current: no loop over ``buffers()`` /
-    ``state_dict()`` of the copy, no ``load_state_dict`` into it, no BatchNorm recalibration
-    (``update_bn``).
+    An averaged copy of a model whose update never brings the buffers along, when the model
+    has buffers that matter (a BatchNorm layer named in the module, or a torchvision/timm
+    CNN built there) and the copy is used with them: evaluated (called, put in ``eval()``,
+    passed to an evaluation function or saved), or, for a teacher, run in eval mode. The
+    shapes of such an update:
+
+    - a hand-made copy (``copy.deepcopy(model)``) updated over ``parameters()`` /
+      ``named_parameters()`` only, inline, in a helper of the module or in a class of it;
+    - a helper of another module of the project (``update_ema(ema, model)`` from
+      ``utils/ema.py``) that averages parameters only, given such a copy;
+    - an instance of the project's own EMA class, or of its subclass of a library EMA
+      (``class ParamEma(ModelEmaV2)`` overriding ``update``, in this module or another),
+      that averages parameters only.
+
+    Nothing else may keep the copy's buffers current: no loop over ``buffers()`` /
+    ``state_dict()`` of the copy, no ``load_state_dict`` into it, no BatchNorm
+    recalibration (``update_bn``).
 
     Silent for models without BatchNorm (LayerNorm/GroupNorm transformers, diffusion UNets),
-    for teachers and target networks (MoCo's key encoder does not use its BatchNorm
-    statistics; mean-teacher models are run in train mode on purpose), for averages of
-    ``state_dict()`` (which hold the buffers), and for dicts of parameter copies that are
-    swapped into the live model for evaluation (the live model's buffers are current).
+    for teachers and target networks run in train mode (MoCo's key encoder and mean-teacher
+    models normalise with each batch's statistics), for averages of ``state_dict()`` (which
+    hold the buffers), and for dicts of parameter copies that are swapped into the live
+    model for evaluation (the live model's buffers are current).
 
     ## Why it hurts training
     ``deepcopy(model)`` copies the BatchNorm running mean and variance as they were at the
@@ -97,20 +109,23 @@ class IgnoresBuffers(Rule):
     is added right after the parameter update, as ``AveragedModel`` does by default. It
     changes the statistics the averaged model is evaluated with (averaging the buffers, or
     recalibrating with ``update_bn``, are alternatives), so it is a judgment call. Offered
-    when the update loop zips the two models' ``parameters()``.
+    when the update loop of this module zips the two models' ``parameters()``; an update in
+    another module is reported where its copy is made or updated, without a fix.
     """
 
     code = "EMA304"
     name = "ema-ignores-buffers"
-    summary = "Hand-made EMA copy averaged over parameters() only, leaving BatchNorm stats stale"
+    summary = "EMA copy averaged over parameters() only, leaving BatchNorm stats stale"
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.UNSAFE
     triggers = UPDATE_EVIDENCE.triggers
     trigger_groups = UPDATE_EVIDENCE.groups
-    requires = (InPlaceUpdates, AveragingObjects, NormLayers)
+    requires = (InPlaceUpdates, AveragingObjects, NormLayers, WholeUses, BoundCalls, ModeTracker)
 
     def finish(self) -> None:
         self._project_classes()
+        self._project_helpers()
+        self._library_subclasses()
         provider = self.ctx.get(InPlaceUpdates)
         candidates = [u for u in provider.updates if u.shadow_method in _PARAMETER_METHODS]
         if not candidates:
@@ -121,14 +136,17 @@ class IgnoresBuffers(Rule):
         objects = self.ctx.get(AveragingObjects)
         for update in candidates:
             obj = objects.of_update(update)
-            if obj is None or not obj.module_copy or obj.use is not Use.EVAL:
+            if obj is None or not obj.module_copy:
                 continue
             if not objects.averages_weights(update) or provider.discarded(update) is not None:
                 continue
-            if self._buffers_handled(obj, objects) or not self._evaluated(obj, objects):
+            if self._buffers_handled(obj, objects):
+                continue
+            teacher = self._teacher_in_eval(obj)
+            if teacher is None and (obj.use is not Use.EVAL or not self._evaluated(obj)):
                 continue
             node = update.loop.iter if update.loop is not None else update.node
-            self.report(node, self._message(obj, buffers), self._fix(update))
+            self.report(node, self._message(obj, buffers, teacher), self._fix(update))
 
     def _project_classes(self) -> None:
         """An instance of the project's own EMA class that (its summary says) averages
@@ -142,7 +160,8 @@ class IgnoresBuffers(Rule):
             and o.bound is not None
             and o.spec.buffers == "no"
             and o.spec.library.startswith("defined in ")
-            and o.use is Use.EVAL
+            and o.spec.role is not Role.EMA_FUNCTION
+            and o.use in (Use.EVAL, Use.TEACHER)
         ]
         if not made:
             return
@@ -150,16 +169,186 @@ class IgnoresBuffers(Rule):
         if not buffers.has_batchnorm:
             return
         for obj in made:
-            if self._buffers_handled(obj, objects) or not self._evaluated(obj, objects):
+            if self._buffers_handled(obj, objects):
                 continue
+            teacher = self._teacher_in_eval(obj)
+            if teacher is None and (obj.use is not Use.EVAL or not self._evaluated(obj)):
+                continue
+            assert obj.spec is not None
             self.report(
                 obj.creation,
                 f"{obj.name} is a {obj.spec.short_name}, which averages parameters() only, "
                 f"but the model has BatchNorm layers ({buffers.evidence()}): its running "
-                "statistics stay those copied when it was made, so it is evaluated with "
-                "normalisation statistics of the initial weights; average or copy the buffers "
-                "in its update too (or recalibrate them with update_bn)",
+                f"statistics stay those copied when it was made, so it is {self._used(teacher)} "
+                "with normalisation statistics of the initial weights; average or copy the "
+                "buffers in its update too (or recalibrate them with update_bn)",
             )
+
+    def _project_helpers(self) -> None:
+        """``update_ema(ema, model)`` where ``update_ema`` is a helper of another module
+        that (its summary says) averages parameters() only, given a ``deepcopy`` of a
+        BatchNorm model made and evaluated here."""
+        helpers = [
+            b
+            for b in self.ctx.get(BoundCalls).calls
+            if b.spec.role is Role.EMA_FUNCTION
+            and b.spec.buffers == "no"
+            and b.spec.library.startswith("defined in ")
+            and b.spec.shadow is not None
+        ]
+        if not helpers:
+            return
+        buffers = self.ctx.get(NormLayers)
+        if not buffers.has_batchnorm:
+            return
+        objects = self.ctx.get(AveragingObjects)
+        reported: set[int] = set()
+        for bound in helpers:
+            assert bound.spec.shadow is not None
+            shadow = bound.value(bound.spec.shadow)
+            obj = objects.for_expression(shadow) if shadow is not None else None
+            if obj is None or not obj.module_copy or id(obj) in reported:
+                continue
+            if any(u.shadow_method in _BUFFER_METHODS for u in obj.inplace) or (
+                self._buffers_handled(obj, objects)
+            ):
+                continue
+            teacher = self._teacher_in_eval(obj)
+            if teacher is None and (obj.use is not Use.EVAL or not self._evaluated(obj)):
+                continue
+            reported.add(id(obj))
+            helper = dotted_name(bound.call.func) or bound.spec.short_name
+            self.report(
+                bound.call,
+                f"{helper}() averages parameters() only, but the model has "
+                f"BatchNorm layers ({buffers.evidence()}): {obj.name}'s running statistics "
+                f"stay those copied when it was made, so it is {self._used(teacher)} with "
+                "normalisation statistics of the initial weights; copy or average the buffers "
+                "too (or recalibrate them with update_bn)",
+            )
+
+    def _library_subclasses(self) -> None:
+        """``class ParamEma(ModelEmaV2)`` of this module overriding the update to average
+        ``self.module.parameters()`` only, made and evaluated here: the library's own
+        update would have averaged the buffers too."""
+        provider = self.ctx.get(InPlaceUpdates)
+        updates = [u for u in provider.updates if u.shadow_method in _PARAMETER_METHODS]
+        if not updates:
+            return
+        imports = self.ctx.get(ImportTable)
+        index = self.ctx.index
+        for cls in self.ctx.nodes(cst.ClassDef):
+            assert isinstance(cls, cst.ClassDef)
+            spec = next(
+                (
+                    found
+                    for base in cls.bases
+                    for qualname in imports.qualified_names(base.value)
+                    if (found := API_TABLE.get(qualname)) is not None
+                    and found.role is Role.EMA_MODEL
+                    and found.model_copy is not None
+                ),
+                None,
+            )
+            if spec is None:
+                continue
+            inner = f"self.{spec.model_copy}"
+            mine = [
+                u
+                for u in updates
+                if index.contains(cls, u.node)
+                and u.shadow_container is not None
+                and self.ctx.code(u.shadow_container) == inner
+                and provider.discarded(u) is None
+            ]
+            if not mine or self._class_handles_buffers(cls):
+                continue
+            buffers = self.ctx.get(NormLayers)
+            if not buffers.has_batchnorm or not self._instance_evaluated(cls, spec.model_copy):
+                continue
+            update = mine[0]
+            node = update.loop.iter if update.loop is not None else update.node
+            self.report(
+                node,
+                f"{cls.name.value} overrides {spec.short_name}'s update to average "
+                f"{inner}.parameters() only, but the model has BatchNorm layers "
+                f"({buffers.evidence()}): the copy's running statistics stay those copied when "
+                "it was made, so it is evaluated with normalisation statistics of the initial "
+                "weights; copy or average the buffers too (or recalibrate them with update_bn)",
+                self._fix(update),
+            )
+
+    def _class_handles_buffers(self, cls: cst.ClassDef) -> bool:
+        for call in self.ctx.index.descendants(cls, cst.Call):
+            func = call.func  # type: ignore[attr-defined]
+            if isinstance(func, cst.Attribute) and func.attr.value in (
+                "buffers",
+                "named_buffers",
+                "state_dict",
+                "load_state_dict",
+            ):
+                return True
+        return False
+
+    def _instance_evaluated(self, cls: cst.ClassDef, inner: str) -> bool:
+        """An instance of ``cls`` is made in the module and its averaged model run, put in
+        eval mode, saved or handed to a function other than the update."""
+        index = self.ctx.index
+        held: set[str] = set()
+        for call in self.ctx.nodes(cst.Call):
+            if not (isinstance(call.func, cst.Name) and call.func.value == cls.name.value):
+                continue
+            parent = index.parent(call)
+            if isinstance(parent, cst.Assign):
+                held.update(self.ctx.code(t.target) for t in parent.targets)
+        if not held:
+            return False
+        models = {f"{name}.{inner}" for name in held}
+        for call in self.ctx.nodes(cst.Call):
+            if index.contains(cls, call):
+                continue
+            func = call.func
+            if self.ctx.code(func) in models:
+                return True  # ema.module(x)
+            if (
+                isinstance(func, cst.Attribute)
+                and func.attr.value in USE_METHODS
+                and self.ctx.code(func.value) in models
+            ):
+                return True  # ema.module.eval(), ema.module.state_dict()
+            name = (dotted_name(func) or "").rsplit(".", 1)[-1]
+            if name in ("deepcopy", "zip", "list"):
+                continue
+            if any(self.ctx.code(a.value) in models for a in call.args):
+                return True  # validate(ema.module, loader)
+        return False
+
+    def _teacher_in_eval(self, obj: AveragingObject) -> cst.Call | None:
+        """A teacher run in eval mode: the call whose output rests on its BatchNorm running
+        statistics (a teacher run in train mode normalises with each batch's own)."""
+        if obj.use is not Use.TEACHER:
+            return None
+        objects = self.ctx.get(AveragingObjects)
+        modes = self.ctx.get(ModeTracker)
+        if not modes.tracked(obj):
+            return None
+        for call in self.ctx.nodes(cst.Call):
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "forward":
+                func = func.value
+            if not isinstance(func, (cst.Name, cst.Attribute)):
+                continue
+            if objects.for_expression(func) is not obj or self.ctx.index.contains(
+                obj.creation, call
+            ):
+                continue
+            if modes.mode_at(obj, call) is Mode.EVAL:
+                return call
+        return None
+
+    @staticmethod
+    def _used(teacher: cst.Call | None) -> str:
+        return "run in eval mode as a teacher" if teacher is not None else "evaluated"
 
     # Judging -----------------------------------------------------------------------------------
     def _buffers_handled(self, obj: AveragingObject, objects: AveragingObjects) -> bool:
@@ -182,59 +371,18 @@ class IgnoresBuffers(Rule):
                 return True
         return False
 
-    def _evaluated(self, obj: AveragingObject, objects: AveragingObjects) -> bool:
+    def _evaluated(self, obj: AveragingObject) -> bool:
         """The copy is called, put in eval mode, saved, or handed to another function."""
-        index = self.ctx.index
-        helpers = {
-            fn.name.value
-            for u in obj.inplace
-            if isinstance(fn := index.enclosing(u.node, cst.FunctionDef), cst.FunctionDef)
-        }
-        for call in self._calls_mentioning(objects).get(id(obj), []):
-            if index.contains(obj.creation, call) or any(
-                index.contains(u.loop or u.node, call) for u in obj.inplace
-            ):
-                continue
-            func = call.func
-            if isinstance(func, (cst.Name, cst.Attribute)) and objects.for_expression(func) is obj:
-                return True
-            if (
-                isinstance(func, cst.Attribute)
-                and func.attr.value in _USE_METHODS
-                and objects.for_expression(func.value) is obj
-            ):
-                return True
-            name = (dotted_name(func) or "").rsplit(".", 1)[-1]
-            if name in helpers or name in ("deepcopy", "zip", "list"):
-                continue
-            if any(objects.for_expression(a.value) is obj for a in call.args):
-                return True
-        return False
+        return self.ctx.get(WholeUses).first(obj) is not None
 
-    def _calls_mentioning(self, objects: AveragingObjects) -> dict[int, list[cst.Call]]:
-        """Calls whose callee, receiver or an argument refers to an object, by object: the
-        only calls ``_evaluated`` can accept, grouped in one pass over the module."""
-        found: dict[int, list[cst.Call]] | None = getattr(self, "_mentioning", None)
-        if found is None:
-            found = self._mentioning = {}
-            for call in self.ctx.nodes(cst.Call):
-                func = call.func
-                refs = [objects.for_expression(a.value) for a in call.args]
-                if isinstance(func, (cst.Name, cst.Attribute)):
-                    refs.append(objects.for_expression(func))
-                if isinstance(func, cst.Attribute):
-                    refs.append(objects.for_expression(func.value))
-                for key in dict.fromkeys(id(r) for r in refs if r is not None):
-                    found.setdefault(key, []).append(call)
-        return found
-
-    def _message(self, obj: AveragingObject, buffers: NormLayers) -> str:
+    def _message(self, obj: AveragingObject, buffers: NormLayers, teacher: cst.Call | None) -> str:
         name = obj.name
         return (
             f"{name} is averaged over parameters() only, but the model has BatchNorm layers "
             f"({buffers.evidence()}): {name}'s running statistics stay those copied when it "
-            "was made, so it is evaluated with normalisation statistics of the initial "
-            "weights; copy or average the buffers too (or recalibrate them with update_bn)"
+            f"was made, so it is {self._used(teacher)} with normalisation statistics of the "
+            "initial weights; copy or average the buffers too (or recalibrate them with "
+            "update_bn)"
         )
 
     # Fix ----------------------------------------------------------------------------------------

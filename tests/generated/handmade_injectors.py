@@ -5,7 +5,8 @@ An :class:`Injector` says, for one rule code:
 - ``slot``: the part of the :class:`~tests.generated.handmade_scripts.HandPlan` it
   controls: ``update`` (the arithmetic of the update: EMA301, EMA302), ``grad`` (the grad
   mode it runs in: EMA303), ``buffers`` (whether the BatchNorm buffers are kept current:
-  EMA304), ``decay`` (the value of the decay: EMA101, EMA102). A slot holds at most one
+  EMA304), ``decay`` (the value of the decay: EMA101, EMA102), ``filter`` (a condition
+  that keeps the update from some entries: EMA305). A slot holds at most one
   bug; a slot without one keeps the plan's correct code (every form of the update, every
   grad mode, every way of handling the buffers, a decay in range);
 - ``forms``: the forms of the update it can be injected into, and ``excludes``: the codes
@@ -31,7 +32,14 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from tests.generated.handmade_scripts import FORMS, ZIP_FORMS, HandPlan, _decay_name
+from tests.generated.handmade_scripts import (
+    FILTER_KIND_FORMS,
+    FILTER_NAME_FORMS,
+    FORMS,
+    ZIP_FORMS,
+    HandPlan,
+    _decay_name,
+)
 from tests.generated.scripts import Bug
 
 
@@ -243,4 +251,46 @@ INJECTORS += (
     ),
 )
 
-SLOTS = ("decay", "update", "grad", "buffers")
+
+def _filter(kind: str) -> Callable[[HandPlan, Callable], None]:
+    def inject(plan: HandPlan, draw: Callable) -> None:
+        plan.filter = kind
+
+    return inject
+
+
+INJECTORS += (
+    Injector(
+        "EMA305",
+        "average-matrices-only",
+        "filter",
+        "filter",
+        None,
+        forms=FILTER_KIND_FORMS,
+        excludes=frozenset({"EMA301"}),
+        inject=_filter("kind"),
+        notes="``if p.ndim > 1:`` around the update: biases and norm weights never move",
+    ),
+    Injector(
+        "EMA305",
+        "average-weights-by-name",
+        "filter",
+        "filter",
+        None,
+        forms=FILTER_NAME_FORMS,
+        excludes=frozenset({"EMA301"}),
+        inject=_filter("name"),
+    ),
+    Injector(
+        "EMA305",
+        "skip-biases-by-name",
+        "filter",
+        "filter",
+        None,
+        forms=FILTER_NAME_FORMS,
+        excludes=frozenset({"EMA301"}),
+        inject=_filter("name-continue"),
+    ),
+)
+
+SLOTS = ("decay", "update", "grad", "buffers", "filter")

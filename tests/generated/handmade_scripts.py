@@ -57,6 +57,14 @@ PARAMETER_FORMS = frozenset(FORMS) - {"state_dict"}
 # Loops over ``zip(ema.<m>(), model.<m>())`` of parameters() or named_parameters().
 ZIP_FORMS = frozenset({"mul_add", "two_step", "lerp", "copy", "data", "named_zip"})
 STRUCTURES = ("inline", "function", "class")
+# Forms whose loop can filter the entries it averages: by kind (``if p.ndim > 1:``, the zip
+# forms of one statement) or by name (the forms that bind a name).
+FILTER_KIND_FORMS = frozenset({"mul_add", "lerp", "copy", "data", "named_zip"})
+FILTER_NAME_FORMS = frozenset({"named_zip", "named"})
+# The filter of the update: "none"; clean: "kind-else-copy" (the rest copied in an ``else``),
+# "requires-grad" (trainable entries only); bugs: "kind" (``if p.ndim > 1:``), "name" (``if
+# "weight" in name:``), "name-continue" (``if "bias" in name: continue``).
+FILTERS = ("none", "kind-else-copy", "requires-grad", "kind", "name", "name-continue")
 # "no_grad"/"inference"/"set_grad": a ``with`` block around the update (inline) or around
 # the call (helper, method); "decorator"/"inference_decorator": ``@torch.no_grad()`` /
 # ``@torch.inference_mode()`` on the helper or method; "detached":
@@ -116,6 +124,7 @@ class HandPlan:
     dino: bool  # a DINO-style teacher with a cosine momentum schedule
     adam_betas: bool
     validation: str  # "inline" or "function"
+    filter: str = "none"  # FILTERS
     # What the injectors change: the statement that updates one tensor (``None``: the form's
     # correct one) and the bugs they injected.
     update: str | None = None
@@ -170,6 +179,8 @@ def hand_plans(draw, forms: frozenset[str] = frozenset(FORMS)) -> HandPlan:
         plan.grad = "no_grad"
     if plan.grad == "detached" and not _detachable(plan):
         plan.grad = "no_grad"
+    if form in FILTER_KIND_FORMS:
+        plan.filter = draw(st.sampled_from(["none", "kind-else-copy", "requires-grad"]))
     if batchnorm and form in PARAMETER_FORMS:
         plan.buffers = draw(st.sampled_from(["copy", "update_bn"]))
     elif form in PARAMETER_FORMS:
@@ -339,20 +350,20 @@ def _update_body(w: _Writer, plan: HandPlan, ema: str, model: str, d: str) -> No
             tag="loop",
         )
         with w.block():
-            w(update or update_statement(plan, e, p, d), tag="update")
+            _filtered(w, plan, update or update_statement(plan, e, p, d), p)
     elif plan.form in ZIP_FORMS:
         w(f"for {e}, {p} in zip({ema}.parameters(), {model}.parameters()):", tag="loop")
         with w.block():
             if plan.form == "two_step":
                 w(plan.first or f"{e}.mul_({d})")
-            w(update or update_statement(plan, e, p, d), tag="update")
+            _filtered(w, plan, update or update_statement(plan, e, p, d), p)
     elif plan.form == "named":
         msd, name = n["msd"], n["name"]
         w(f"{msd} = dict({model}.named_parameters())")
         w(f"for {name}, {e} in {ema}.named_parameters():", tag="loop")
         with w.block():
             source = f"{msd}[{name}]"
-            w(update or update_statement(plan, e, source, d), tag="update")
+            _filtered(w, plan, update or update_statement(plan, e, source, d), source)
     elif plan.form == "state_dict":
         msd, name = n["msd"], n["name"]
         w(f"{msd} = {model}.state_dict()")
@@ -382,6 +393,33 @@ def _update_body(w: _Writer, plan: HandPlan, ema: str, model: str, d: str) -> No
         w(f"for ema_buffer, buffer in zip({ema}.buffers(), {model}.buffers()):")
         with w.block():
             w("ema_buffer.copy_(buffer)")
+
+
+def _filtered(w: _Writer, plan: HandPlan, statement: str, p: str) -> None:
+    """The update of one tensor, under the plan's filter of the entries."""
+    e, name = plan.names["e"], plan.names["name"]
+    if plan.filter == "none":
+        w(statement, tag="update")
+        return
+    if plan.filter == "name-continue":
+        w(f'if "bias" in {name}:', tag="filter")
+        with w.block():
+            w("continue")
+        w(statement, tag="update")
+        return
+    test = {
+        "kind": f"{p}.ndim > 1",
+        "kind-else-copy": f"{p}.ndim > 1",
+        "requires-grad": f"{p}.requires_grad",
+        "name": f'"weight" in {name}',
+    }[plan.filter]
+    w(f"if {test}:", tag="filter")
+    with w.block():
+        w(statement, tag="update")
+    if plan.filter == "kind-else-copy":
+        w("else:")
+        with w.block():
+            w(f"{e}.copy_({_source(plan, p)})")
 
 
 def _grad_decorator(w: _Writer, plan: HandPlan) -> None:

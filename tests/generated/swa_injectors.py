@@ -1,4 +1,4 @@
-"""The bugs a generated SWA script can carry (EMA401-EMA406): one entry per shape of a bug.
+"""The bugs a generated SWA script can carry (EMA401-EMA407, EMA208): one entry per bug shape.
 
 Like ``injectors.py``, each :class:`SwaInjector` says for one rule code which ``slot`` of
 the :class:`~tests.generated.swa_scripts.SwaPlan` it controls, the plans it suits
@@ -19,7 +19,12 @@ Interactions are constrained so that the expected set stays exact:
 - a mistyped ``use_buffers`` keyword (EMA405) leaves the buffers copied, so ``update_bn``
   is then present (else EMA401 would be a second, true finding);
 - a mistyped ``swa_epoch_start`` hides the start, so the start is then proper (the fix
-  would reveal an EMA402).
+  would reveal an EMA402);
+- a hand-written ``update_bn`` (EMA407's slot) stands in for the library's only where one
+  call recalibrates the model that is used, under the right keywords (EMA404's triggers
+  and EMA406's use count the library's call);
+- the loss computed through the averaged model (EMA208) only where the batches are read in
+  the epoch loop and the averaged model is used.
 """
 
 from __future__ import annotations
@@ -331,4 +336,65 @@ CLEAN: tuple[SwaClean, ...] = (
     SwaClean("use", "evaluated-and-saved", _no_change),
 )
 
-SLOTS = ("start", "lr", "use", "bn", "keyword")
+
+# EMA407 and EMA208 ------------------------------------------------------------------------------
+def _recalibrates_once(plan: SwaPlan) -> bool:
+    """One ``update_bn`` after the loop (or after each update), under its own keywords, of
+    a model that is used: a hand-written copy can stand in for it (EMA406 counts a call of
+    a local function as a use)."""
+    return (
+        _torch(plan)
+        and plan.used
+        and plan.bn in ("after", "per-epoch")
+        and (plan.keyword is None or plan.keyword[0] != "update_bn")
+    )
+
+
+def _trains_inline(plan: SwaPlan) -> bool:
+    """Batches read in the epoch loop of a torch script whose averaged model is used (a
+    model never used is EMA406's, and a model trained through is used)."""
+    return _torch(plan) and plan.batches == "inline" and plan.used
+
+
+INJECTORS += (
+    SwaInjector(
+        "EMA407",
+        "local-update-bn-momentum-zero",
+        "recalibration",
+        "momentum",
+        "safe",
+        when=_recalibrates_once,
+        inject=_set(recalibration="zero"),
+    ),
+    SwaInjector(
+        "EMA407",
+        "local-update-bn-momentum-float-zero",
+        "recalibration",
+        "momentum",
+        "safe",
+        when=_recalibrates_once,
+        inject=_set(recalibration="float-zero"),
+    ),
+    SwaInjector(
+        "EMA208",
+        "loss-through-averaged-model",
+        "loss",
+        "loss",
+        None,
+        when=_trains_inline,
+        inject=_set(loss="averaged"),
+    ),
+)
+
+CLEAN += (
+    SwaClean("recalibration", "library-update-bn", _no_change),
+    SwaClean(
+        "recalibration",
+        "local-update-bn-cumulative",
+        _set(recalibration="none"),
+        _recalibrates_once,
+    ),
+    SwaClean("loss", "live-model-loss", _no_change),
+)
+
+SLOTS = ("start", "lr", "use", "bn", "keyword", "recalibration", "loss")

@@ -71,6 +71,13 @@ class SwaPlan:
     # "callback".
     keyword: tuple[str, str] | None = None
     used: bool = True  # the averaged model is evaluated, saved and returned
+    # How the BatchNorm statistics are recalibrated: "library" (swa_utils.update_bn), or a
+    # hand-written ``bn_update(loader, model)`` whose BatchNorm momentum is "none" (the
+    # cumulative average) or, bugs, "zero" (``0.0``) / "float-zero" (``float(0)``).
+    recalibration: str = "library"
+    # The training loss: "live" (the live model's output); bug: "averaged" (the SWA
+    # model's output, EMA208).
+    loss: str = "live"
     swa_lr: str = "0.05"
     bugs: list[Bug] = field(default_factory=list)
 
@@ -126,6 +133,7 @@ NAME_POOLS = {
     "module_alias": ("swa_utils", "su", "swa"),
     "lit": ("LitClassifier", "LitModel", "Classifier"),
     "pl": ("pl", "L"),
+    "bn_update": ("bn_update", "recalibrate_bn", "update_batchnorm", "bn_recalibration"),
 }
 # Names without a role that may be any identifier at all.
 _NEUTRAL = ("epoch", "train", "train_epoch", "evaluate")
@@ -243,6 +251,8 @@ def _header(w: _Writer, plan: SwaPlan) -> _Spelling:
     else:
         w(f"import torch.nn as {nn}")
     needs_bn = plan.bn not in ("use-buffers", "no-batchnorm", "missing")
+    if plan.recalibration != "library":
+        needs_bn = False
     names = ["AveragedModel"]
     if _has_swalr(plan):
         names.append("SWALR")
@@ -279,9 +289,10 @@ def _header(w: _Writer, plan: SwaPlan) -> _Spelling:
     else:
         spelled = {name: f"{torch}.optim.swa_utils.{name}" for name in names}
     w()
-    return _Spelling(
-        spelled["AveragedModel"], spelled.get("SWALR", ""), spelled.get("update_bn", ""), prefix
-    )
+    update_bn = spelled.get("update_bn", "")
+    if plan.recalibration != "library":
+        update_bn = n["bn_update"]
+    return _Spelling(spelled["AveragedModel"], spelled.get("SWALR", ""), update_bn, prefix)
 
 
 def _settings(w: _Writer, plan: SwaPlan) -> None:
@@ -338,6 +349,10 @@ def _helpers(w: _Writer, plan: SwaPlan) -> None:
 
 
 def _helper_functions(w: _Writer, plan: SwaPlan) -> None:
+    if plan.recalibration != "library":
+        w()
+        w()
+        _bn_update_function(w, plan)
     if plan.batches == "function":
         w()
         w()
@@ -348,8 +363,49 @@ def _helper_functions(w: _Writer, plan: SwaPlan) -> None:
         _evaluate_function(w, plan)
 
 
+def _bn_update_function(w: _Writer, plan: SwaPlan) -> None:
+    """A copy of ``update_bn`` written by the project (the original SWA code's shape)."""
+    n = plan.names
+    torch, nn = n["torch"], n["nn"]
+    params = ["loader", "model"] + (["device=None"] if plan.device else [])
+    momentum = {"none": "None", "zero": "0.0", "float-zero": "float(0)"}[plan.recalibration]
+    w(f"def {n['bn_update']}({', '.join(params)}):")
+    with w.block():
+        w('"""Recompute the BatchNorm running statistics for the averaged weights."""')
+        w("momenta = {}")
+        w("for module in model.modules():")
+        with w.block():
+            w(f"if isinstance(module, {nn}.modules.batchnorm._BatchNorm):")
+            with w.block():
+                w("module.reset_running_stats()")
+                w("momenta[module] = module.momentum")
+                w(f"module.momentum = {momentum}", tag="momentum")
+        w("was_training = model.training")
+        w("model.train()")
+        w(f"with {torch}.no_grad():")
+        with w.block():
+            w("for x, _ in loader:")
+            with w.block():
+                if plan.device:
+                    w("if device is not None:")
+                    with w.block():
+                        w("x = x.to(device)")
+                w("model(x)")
+        w("for module, momentum in momenta.items():")
+        with w.block():
+            w("module.momentum = momentum")
+        w("model.train(was_training)")
+
+
 def _batch(
-    w: _Writer, plan: SwaPlan, model: str, opt: str, crit: str, loader: str, scheduler: str
+    w: _Writer,
+    plan: SwaPlan,
+    model: str,
+    opt: str,
+    crit: str,
+    loader: str,
+    scheduler: str,
+    swa: str | None = None,
 ) -> None:
     w(f"{model}.train()")
     w(f"for x, y in {loader}:")
@@ -357,7 +413,10 @@ def _batch(
         if plan.device:
             w("x, y = x.to(device), y.to(device)")
         w(f"{opt}.zero_grad()")
-        w(f"loss = {crit}({model}(x), y)")
+        if plan.loss == "averaged" and swa is not None:
+            w(f"loss = {crit}({swa}(x), y)", tag="loss")
+        else:
+            w(f"loss = {crit}({model}(x), y)")
         w("loss.backward()")
         w(f"{opt}.step()")
         if plan.lr == "per-batch":
@@ -558,7 +617,7 @@ def _run(w: _Writer, plan: SwaPlan, spell: _Spelling) -> None:
                 args.append("device")
             w(f"{n['train_epoch']}({', '.join(args)})")
         else:
-            _batch(w, plan, model, opt, crit, loader, r("scheduler"))
+            _batch(w, plan, model, opt, crit, loader, r("scheduler"), swa)
         _averaging(w, plan, bn_call)
         if plan.live_validation:
             _evaluate(w, plan, model, f"epoch {{{epoch}}}")

@@ -42,6 +42,9 @@ class UpdateFilter:
     statement: cst.If  # the ``if`` holding the update, or the ``if ...: continue``
     copied: bool  # the skipped entries are written by another statement
     skips: bool = False  # the condition holds for the skipped entries (``continue``, ``else``)
+    # The filter is a choice the code offers: the condition also tests an option that is not
+    # about the entry (``if self.skip_norms and "bn" in name: continue``).
+    optional: bool = False
 
 
 class FilteredUpdates:
@@ -79,7 +82,13 @@ class FilteredUpdates:
                     copied = branch is not None and self._writes(branch)
                     copied = copied or self._written_elsewhere(update, loop)
                     return UpdateFilter(
-                        update, ancestor.test, kind, ancestor, copied, skips=not inside_body
+                        update,
+                        ancestor.test,
+                        kind,
+                        ancestor,
+                        copied,
+                        skips=not inside_body,
+                        optional=self._optional(ancestor.test, bound),
                     )
         # ``if <filter>: continue`` before the update in the loop body.
         for statement in self.index.descendants(loop.body, cst.If):
@@ -92,8 +101,17 @@ class FilteredUpdates:
                 continue
             kind = self._kind(statement.test, bound)
             if kind is not None:
-                copied = self._written_elsewhere(update, loop)
-                return UpdateFilter(update, statement.test, kind, statement, copied, skips=True)
+                # ``if "bn" in name: e.copy_(p); continue`` copies what it skips.
+                copied = self._writes(statement.body) or self._written_elsewhere(update, loop)
+                return UpdateFilter(
+                    update,
+                    statement.test,
+                    kind,
+                    statement,
+                    copied,
+                    skips=True,
+                    optional=self._optional(statement.test, bound),
+                )
         return None
 
     def _kind(self, test: cst.BaseExpression, bound: set[str]) -> str | None:
@@ -151,6 +169,26 @@ class FilteredUpdates:
             return "name"
         return None
 
+    def _optional(self, test: cst.BaseExpression, bound: set[str]) -> bool:
+        """An operand of the condition is an option, not a test of the entry: a name or
+        attribute (negated or not) that mentions none of the loop's names."""
+        if not isinstance(test, cst.BooleanOperation):
+            return False
+        operands: list[cst.BaseExpression] = []
+        stack: list[cst.BaseExpression] = [test]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.BooleanOperation):
+                stack.extend((node.left, node.right))
+            else:
+                operands.append(node)
+        for operand in operands:
+            while isinstance(operand, cst.UnaryOperation) and isinstance(operand.operator, cst.Not):
+                operand = operand.expression
+            if isinstance(operand, (cst.Name, cst.Attribute)) and not _mentions(operand, bound):
+                return True
+        return False
+
     def _writes(self, node: cst.CSTNode) -> bool:
         updates = self.ctx.get(InPlaceUpdates)
         if any(self.index.contains(node, u.node) for u in updates.updates):
@@ -185,11 +223,13 @@ class FilteredUpdates:
                 if root is not None and _root_name(call.func.value) == root:
                     return True
                 continue
-            # ``e.copy_(p)`` in another loop over the same copy.
+            # ``e.copy_(p)`` in another loop over the same copy (not over its buffers only:
+            # those are not the entries the filter skips).
             other = self.index.enclosing(call, cst.For)
             if (
                 other is not None
                 and other is not loop
+                and not _buffers_only(other.iter)
                 and root is not None
                 and root
                 in {
@@ -200,6 +240,27 @@ class FilteredUpdates:
             ):
                 return True
         return False
+
+
+def _buffers_only(iterated: cst.BaseExpression) -> bool:
+    """A loop over ``buffers()`` / ``named_buffers()`` and no other weights."""
+    methods = set()
+    for node in (iterated, *_calls_in(iterated)):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            methods.add(node.func.attr.value)
+    weights = {"parameters", "named_parameters", "state_dict", "items", "values"}
+    return bool(methods & {"buffers", "named_buffers"}) and not methods & weights
+
+
+def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
+    found: list[cst.Call] = []
+    stack: list[cst.CSTNode] = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Call):
+            found.append(current)
+        stack.extend(current.children)
+    return found
 
 
 def _continues(statement: cst.If) -> bool:

@@ -663,5 +663,6 @@ def updater_spec(record: UpdaterSummary, qualname: str, where: str) -> ApiSpec |
         weight=Weight(record.rate, Side(record.side), record.rate_default),
         source=record.live,
         shadow=record.average,
+        buffers=record.buffers,
         library=f"defined in {where}",
     )

@@ -106,6 +106,9 @@ class UpdaterSummary:
     rate: str | None = None
     side: str | None = None
     rate_default: float | None = None
+    # Whether the update brings the buffers along: "yes" (a state_dict() average), "copied"
+    # (the function copies buffers() too), "no" (parameters only), "" (unknown).
+    buffers: str = ""
 
 
 @dataclass
@@ -565,7 +568,9 @@ class _Extractor:
         found[""] = " ".join(texts)
         return found
 
-    def _buffers(self, cls: cst.ClassDef, updates: list[InPlaceUpdate], copies: list) -> str:
+    def _buffers(
+        self, cls: cst.ClassDef | cst.FunctionDef, updates: list[InPlaceUpdate], copies: list
+    ) -> str:
         methods = {u.shadow_method for u in updates} | {u.source_method for u in updates}
         if "state_dict" in methods:
             return "yes"
@@ -617,6 +622,7 @@ class _Extractor:
             found = self._at(
                 UpdaterSummary(function.name.value, 0, params, average, live), function
             )
+            found.buffers = self._buffers(function, [update], [])
             for coefficient, side in (
                 (update.old_weight, "decay"),
                 (update.new_weight, "momentum"),
