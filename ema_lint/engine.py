@@ -34,7 +34,7 @@ from .file_settings import FileSettings
 from .fixer import apply_fixes, fix_span, keep_original_lines, text_edit
 from .noqa import NoqaFilter, covering, file_is_suppressed
 from .positions import LineIndex, PositionTable
-from .prefilter import PreFilter
+from .prefilter import for_rules as prefilter_for
 from .registry import by_code
 from .rule import PendingReport, Rule
 
@@ -67,16 +67,6 @@ class FixOutcome:
     @property
     def changed(self) -> bool:
         return self.fixed != self.original
-
-
-_PREFILTERS: dict[tuple[type[Rule], ...], PreFilter] = {}
-
-
-def _prefilter_for(rules: tuple[type[Rule], ...]) -> PreFilter:
-    found = _PREFILTERS.get(rules)
-    if found is None:
-        found = _PREFILTERS[rules] = PreFilter(rules)
-    return found
 
 
 def _internal(code: str, path: str, message: str, line: int = 1, column: int = 1) -> Diagnostic:
@@ -220,7 +210,7 @@ def analyze(
     analysis = Analysis(path, data, [])
     if (
         settings.prefilter
-        and not _prefilter_for(rules).matches(text_for_matching(data))
+        and not prefilter_for(settings.filter_rules()).matches(text_for_matching(data))
         and not imports_averaging(path, data)
     ):
         return analysis

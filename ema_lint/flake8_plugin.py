@@ -10,8 +10,8 @@ as a blanket ``# noqa`` hiding every plugin's findings), which is why rule names
 ``# ema-lint: noqa: NAME``, a form flake8 never parses. Selection by flake8's ``--select``
 happens after. The plugin reads the same configuration file as the command
 (``[tool.ema-lint]`` / ``ema-lint.toml``); its flags (``--<rule-name>-<option>``) and
-``--ema-lint-config`` win over it. Files that hold no trigger of any rule (the union of
-every rule's triggers) cost one scan of their text and nothing else.
+``--ema-lint-config`` win over it. Files that hold no trigger of the rules they enable cost
+a scan of their text and nothing else (no libcst, no rule is imported for them).
 
 flake8 loads every installed plugin in every run, selected or not. So the flags, the
 selection test and the pre-filter come from the rule manifest (``ema_lint.manifest``): the
@@ -23,13 +23,17 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar, NoReturn
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 from . import registry
 from ._version import __version__
 from .analysis.project.admission import imports_averaging
 from .config import ConfigError, Overrides, Settings
 from .options import OptionError
+from .prefilter import PreFilter, for_rules
+
+if TYPE_CHECKING:
+    from .file_settings import FileSettings
 
 
 def _flag(rule_name: str, option: str) -> str:
@@ -102,6 +106,8 @@ class EmaLintChecker:
         cls._settings.check_config([Path.cwd()])
         if cls._settings.errors:
             _usage_error(cls._settings.errors[0])
+        if cls._selected:  # the filter of the rules enabled here, before the fork too
+            _prefilter(cls._settings.for_file(Path.cwd(), is_dir=True))
 
     @classmethod
     def _get_settings(cls) -> Settings:
@@ -116,16 +122,26 @@ class EmaLintChecker:
         if not self._selected:
             return
         source = "".join(self.lines)
-        if not registry.default_prefilter().matches(source) and not imports_averaging(
-            self.filename, source
-        ):
-            return
-        engine = _engine()
+        # Two scans of the text at most, both compiled once per process: the union of every
+        # rule's triggers (no configuration needed), then the triggers of the rules this
+        # file enables, the engine's own test. A file that either rejects costs no import of
+        # libcst or of the rules.
+        imports: bool | None = None
+        if not registry.default_prefilter().matches(source):
+            imports = imports_averaging(self.filename, source)
+            if not imports:
+                return
         settings = self._get_settings()
         path = Path(self.filename) if self.filename not in ("stdin", "-") else None
         file_settings = settings.for_file(path)
         if settings.errors:  # a configuration file below the folder flake8 runs in
             raise _stop(settings.errors[0])
+        if file_settings.prefilter and not _prefilter(file_settings).matches(source):
+            if imports is None:
+                imports = imports_averaging(self.filename, source)
+            if not imports:
+                return
+        engine = _engine()
         for d in engine.lint(source, self.filename, file_settings):
             yield d.line, d.column - 1, f"{d.code} {d.message}", type(self)
 
@@ -150,6 +166,12 @@ def _usage_error(message: str) -> NoReturn:
 
     sys.stderr.write(f"flake8: error: ema-lint: {message}\n")
     raise SystemExit(2)
+
+
+def _prefilter(file_settings: FileSettings) -> PreFilter:
+    """The pre-filter of the rules a file enables (from the manifest: imports no rule),
+    the very one the engine applies to the file."""
+    return for_rules(file_settings.filter_rules()).prepare()
 
 
 def _engine() -> Any:

@@ -457,6 +457,19 @@ class PreFilter:
         return False
 
 
+_SHARED: dict[tuple[Any, ...], PreFilter] = {}
+
+
+def for_rules(rules: tuple[Any, ...]) -> PreFilter:
+    """The filter of these rules (classes or manifest entries), one per process: the
+    command's parent, its workers, the engine and the flake8 plugin then share it, and a
+    filter prepared before the workers fork is never compiled again in each of them."""
+    found = _SHARED.get(rules)
+    if found is None:
+        found = _SHARED[rules] = PreFilter(rules)
+    return found
+
+
 class _TokenSet:
     """One set of a trigger group: matches when the data holds any of its triggers."""
 

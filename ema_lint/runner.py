@@ -32,7 +32,7 @@ from .diagnostics import Diagnostic
 from .discovery import discover
 from .file_settings import FileSettings
 from .pool import LazyPool, available_cpus
-from .prefilter import PreFilter
+from .prefilter import PreFilter, for_rules
 from .reporters import RunResult
 from .writer import WriteRefused, atomic_write, remove_stale_temps
 
@@ -174,7 +174,6 @@ def process_path(path: Path, settings: Settings, mode: Mode) -> FileOutcome:
 
 
 # Settling files in the parent ---------------------------------------------------------------
-_PREFILTERS: dict[tuple, PreFilter] = {}
 # Sources whose raw bytes are Python text. Others (a notebook's JSON escapes "\nema" and
 # would hide ``ema`` from the byte scan) are filtered by the engine after extraction.
 PYTHON_SUFFIXES = (".py", ".pyi")
@@ -185,12 +184,9 @@ FILTER_BATCH = 16  # files per task when the workers pre-filter
 
 
 def _prefilter(file_settings: FileSettings) -> PreFilter:
-    # Built from the rules' manifest entries: the rule classes need not be imported.
-    rules = file_settings.filter_rules()
-    found = _PREFILTERS.get(rules)
-    if found is None:
-        found = _PREFILTERS[rules] = PreFilter(rules)
-    return found
+    # Built from the rules' manifest entries: the rule classes need not be imported. The
+    # engine looks up the same filter (``prefilter.for_rules``), prepared before the fork.
+    return for_rules(file_settings.filter_rules())
 
 
 def _cacheable(outcome: FileOutcome, mode: Mode) -> bool:
