@@ -177,6 +177,8 @@ class DecayOutOfRange(Rule):
             return
         if setting.obj is not None and setting.obj.weight_reassigned:
             return
+        if setting.unused_default:
+            return  # a helper's default no call here uses: judged where a call leaves it
         node = setting.node if setting.node is not None else setting.interval_expr
         decay = setting.decay
         step = setting.step_decay

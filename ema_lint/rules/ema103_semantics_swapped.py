@@ -101,8 +101,10 @@ class DecaySemanticsSwapped(Rule):
     def _swapped(setting: DecaySetting) -> bool:
         if setting.expr is None or setting.given is None or setting.use is Use.NOT_WEIGHTS:
             return False
-        if setting.hand_made:
-            return False  # swapped coefficients of a hand-written update are EMA302's
+        if setting.hand_made or setting.definition:
+            # Swapped coefficients of a hand-written update are EMA302's; a definition's
+            # side is read from its update, so a swap there is the update's, not the value's.
+            return False
         if setting.obj is not None and setting.obj.weight_reassigned:
             return False
         given = setting.given

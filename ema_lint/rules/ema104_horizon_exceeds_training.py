@@ -118,6 +118,8 @@ class HorizonExceedsTraining(Rule):
                 continue
             if setting.obj is not None and setting.obj.weight_reassigned:
                 continue
+            if setting.unused_default:
+                continue
             if setting.decay is None or not 0.5 <= setting.decay < 1.0:
                 continue
             run = settings.run_length(setting)

@@ -85,6 +85,9 @@ class DecaySetting:
     # function the module defines (``def __init__(self, model, decay=0.9999)``): judged
     # where it is written, for every caller that leaves it.
     definition: bool = False
+    # A definition's default that no call of the module uses (a helper whose callers are
+    # elsewhere, or pass their own value): only a value that cannot be meant is judged.
+    unused_default: bool = False
     # Where a finding on the value goes: the literal when it is such a default (the use
     # resolves to it), else the argument as written.
     site: cst.BaseExpression | None = None
@@ -341,6 +344,10 @@ class DecaySettings:
                 continue  # every call in the module passes its own value: the default is moot
             setting = self._definition_setting(spec, function, param)
             if setting is not None:
+                # A class is made elsewhere; a helper's default is judged at the calls that
+                # leave it (guided-diffusion's ``rate=0.99``, always passed by its callers).
+                owner = self.ctx.index.enclosing(function, cst.ClassDef)
+                setting.unused_default = owner is None and not self.resolver.callers(function)
                 added.append(setting)
         if added:
             self.settings.extend(added)
@@ -403,10 +410,9 @@ class DecaySettings:
                     return None
                 if obj.use is not Use.EVAL:
                     return obj.use
-        names = " ".join(
-            n.lower()
-            for n in (weight, function.name.value, getattr(owner, "name", function.name).value)
-        )
+        words = [weight, function.name.value, getattr(owner, "name", function.name).value]
+        words += [p.name.value for p in _all_params(function)]  # ``teacher``, ``target_net``
+        names = " ".join(n.lower() for n in words)
         if any(word in names for word in _TARGET_WORDS):
             return Use.TARGET
         if any(word in names for word in _TEACHER_WORDS):
