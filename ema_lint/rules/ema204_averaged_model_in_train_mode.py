@@ -18,7 +18,11 @@ class AveragedModelInTrainMode(Rule):
     ## What it finds
     An EMA or SWA model that is evaluated (passed to an ``evaluate``/``validate`` function
     of the module, or to one that runs it under ``torch.no_grad()`` or over a validation
-    loader; or called itself in such a place) while it is in train mode: no
+    loader; or called itself in such a place; or sampled anywhere: a call whose output is
+    taken to the host as data, ``G_ema(z).cpu()`` / ``.numpy()`` / ``.item()`` for an
+    image grid or a metric, and the sampling methods ``sample()``, ``generate()``,
+    ``predict()``, ``infer()``, ``decode()`` of the copy or of its inner model,
+    ``ema.ema_model.sample(...)``) while it is in train mode: no
     ``.eval()`` on it on the way from its creation, or from the last ``.train()`` that
     reached it, to the evaluation. The path is followed back through the statements before
     the evaluation, the previous iteration of the loops around it, and the call sites of

@@ -6,7 +6,11 @@ named for validation that runs its parameter, or one that runs it in a validatio
 without setting its mode itself; an imported ``evaluate`` is not judged, its body is not
 here) or a call of the copy itself (``ema(x)``, ``ema.module(x)``) in a validation
 context: a ``torch.no_grad()`` / ``inference_mode()`` block, a loop over a validation
-loader, a function named or decorated for evaluation. The Lightning ``trainer.validate``
+loader, a function named or decorated for evaluation; or anywhere, when its output is
+taken to the host as data (``G_ema(z).cpu()``, ``.numpy()``, ``.item()``) or when it is a
+sampling method of the copy or its inner model (``ema.sample(...)``,
+``ema.module.generate(...)``, ``predict``, ``infer``, ``decode``), unless that call feeds a
+training loss. The Lightning ``trainer.validate``
 family is not counted (Lightning sets the mode itself), nor are uses of teachers.
 
 For each use, ``before`` is the statement before which a mode switch belongs: the outermost
@@ -27,6 +31,10 @@ from ema_lint.analysis.training.loops import TrainingLoops
 from ema_lint.analysis.training.modes import ModeTracker
 
 _RUNNERS = ("trainer", "runner")
+# Methods that run a model for inference: sampling from a generative model, prediction.
+_SAMPLING = {"sample", "generate", "predict", "infer", "decode"}
+# Methods that turn an output into host data.
+_TO_HOST = {"cpu", "numpy", "item", "tolist"}
 
 
 @dataclass(frozen=True, eq=False)
@@ -146,13 +154,22 @@ class EvaluationSites:
 
     def _called(self, call: cst.Call) -> None:
         func = call.func
+        sampling = False
         if isinstance(func, cst.Attribute) and func.attr.value == "forward":
             func = func.value
+        elif isinstance(func, cst.Attribute) and func.attr.value in _SAMPLING:
+            func, sampling = func.value, True
         if not isinstance(func, (cst.Name, cst.Attribute)):
             return
         obj = self._object(func)
-        if obj is None or not self.loops.is_validation_context(call):
+        if obj is None:
             return
+        if not (sampling or self._output_to_host(call) or self.loops.is_validation_context(call)):
+            return
+        if (sampling or not self.loops.is_validation_context(call)) and call in (
+            self.objects.loss_inputs(obj)
+        ):
+            return  # part of a training loss, not an evaluation
         root = func
         while isinstance(root, cst.Attribute):
             root = root.value
@@ -166,6 +183,17 @@ class EvaluationSites:
         ):
             return  # judged where callers pass it
         self._add(obj, call, func, "called")
+
+    def _output_to_host(self, call: cst.Call) -> bool:
+        """The output is taken off the device as data (``ema(z).cpu()``, ``.numpy()``,
+        ``.item()``, ``.tolist()``): images or numbers to look at, not a training input."""
+        parent = self.index.parent(call)
+        return (
+            isinstance(parent, cst.Attribute)
+            and parent.value is call
+            and parent.attr.value in _TO_HOST
+            and isinstance(self.index.parent(parent), cst.Call)
+        )
 
     def _is_param(self, fn: cst.FunctionDef, name: str) -> bool:
         params = (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)
