@@ -19,6 +19,9 @@ from .ema103_semantics_swapped import complement_text
 # Names that say a value is a decay (the weight on the old average) in hand-written code.
 # ``momentum``, ``tau``, ``alpha`` and ``polyak`` mean either side depending on the project.
 _DECAY_WORDS = {"decay", "beta"}
+# Short names that stand for a decay in averaging code (MoCo's ``m``, ``d = decay(n)``,
+# TF's ``mu``); ``tau``, ``alpha`` and ``w`` stay ambiguous.
+_SHORT_DECAYS = {"m", "d", "mu"}
 
 
 @dataclass(frozen=True)
@@ -222,7 +225,7 @@ class CoefficientsSwapped(Rule):
                 f"instead of averaging the weights",
                 None,
             )
-        if old_complemented and self._names_decay(name):
+        if old_complemented and (self._names_decay(name) or self._decay_default(update, name)):
             one_weight = update.old_weight.expr is update.new_weight.expr
             where = (
                 "lerp's weight belongs to the new value"
@@ -254,8 +257,24 @@ class CoefficientsSwapped(Rule):
 
     @staticmethod
     def _names_decay(name: str) -> bool:
+        if name in _SHORT_DECAYS:
+            return True
         words = tokens(name.replace("[", ".").replace("]", "").replace('"', "").replace("'", ""))
         return any(w in _DECAY_WORDS for w in words) or ("ema" in words and "rate" in words)
+
+    def _decay_default(self, update: InPlaceUpdate, name: str) -> bool:
+        """The weight is a parameter of the function holding the update whose default is
+        a decay (``def update_ema(target, source, rate=0.99)``): the default says which side
+        the author's convention puts it on, whatever the callers pass."""
+        function = self.ctx.index.enclosing(update.node, cst.FunctionDef)
+        if function is None:
+            return False
+        params = function.params
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            if param.name.value == name and param.default is not None:
+                value = self._resolver.number(param.default)
+                return value is not None and 0.5 < value < 1.0
+        return False
 
     # Fixes --------------------------------------------------------------------------------------
     def _place(self, old: cst.BaseExpression, new: cst.BaseExpression) -> cst.BaseExpression:

@@ -147,6 +147,8 @@ class UpdateTracksGradients(Rule):
         """The result stays in the average: not a rebound name (a fresh tensor each step,
         nothing chains), not a ``.data`` write, not a discarded ``state_dict()`` entry."""
         node = update.node
+        if update.form == "tree_map":
+            return False  # JAX: a new tree, no autograd tape
         if isinstance(node, cst.Assign):
             target = node.targets[0].target
             if isinstance(target, cst.Name):
