@@ -9,7 +9,7 @@ import libcst as cst
 
 from ..analysis.objects.averaging import AveragingObjects, tokens
 from ..analysis.objects.horizon import describe_decay, format_number, horizon
-from ..analysis.objects.triggers import UPDATE_EVIDENCE
+from ..analysis.objects.triggers import FUNCTIONAL_UPDATE_EVIDENCE
 from ..analysis.objects.updates import Coefficient, InPlaceUpdate, InPlaceUpdates, strip_tensor
 from ..analysis.syntax.values import ValueResolver
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
@@ -144,8 +144,8 @@ class CoefficientsSwapped(Rule):
     # The fix replaces coefficients only, but in the two-statement form (``e.mul_(1 - d)``
     # then ``e.add_(p, alpha=d)``) one of them is in the statement before the finding's.
     fix_scope = FixScope.VALUE
-    triggers = UPDATE_EVIDENCE.triggers
-    trigger_groups = UPDATE_EVIDENCE.groups
+    triggers = FUNCTIONAL_UPDATE_EVIDENCE.triggers
+    trigger_groups = FUNCTIONAL_UPDATE_EVIDENCE.groups
     requires = (InPlaceUpdates, AveragingObjects, ValueResolver)
 
     def finish(self) -> None:
@@ -248,6 +248,10 @@ class CoefficientsSwapped(Rule):
         complemented = coefficient.complement
         while True:
             inner = _complement_of(expr)
+            if inner is None and isinstance(expr, cst.Name):
+                # ``one_minus_decay = 1.0 - decay``: followed, never guessed from the name.
+                value = self._resolver.assigned_value(expr)
+                inner = _complement_of(value) if value is not None else None
             if inner is None:
                 break
             expr, complemented = _bare(inner), not complemented

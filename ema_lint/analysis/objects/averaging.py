@@ -306,7 +306,7 @@ class AveragingObjects:
         """
         if update.source is None:
             return False
-        if update.form == "tree_map":
+        if update.form in ("tree_map", "returned"):
             return not any(
                 w in _NOT_WEIGHT_TOKENS
                 for side in (update.shadow, update.source)
@@ -359,9 +359,17 @@ class AveragingObjects:
         sides are sequences the helper is given (the update is named as an average, checked
         by the caller); not when either name says gradients, losses or metrics."""
         shadow, source = update.shadow_container, update.source_container
-        if not isinstance(shadow, cst.Name) or not isinstance(source, cst.Name):
+        if not isinstance(source, cst.Name) or update.loop is None:
             return False
-        if shadow.value == source.value or update.loop is None:
+        # The shadow is given too, or kept on the object under an averaged name
+        # (``self.shadow_params``, a list of clones made at construction).
+        kept = (
+            isinstance(shadow, cst.Attribute)
+            and isinstance(shadow.value, cst.Name)
+            and shadow.value.value == "self"
+            and is_averaged_name(shadow.attr.value)
+        )
+        if not kept and not isinstance(shadow, cst.Name):
             return False
         function = self.index.enclosing(update.node, cst.FunctionDef)
         if function is None:
@@ -370,12 +378,18 @@ class AveragingObjects:
         names = {
             p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)
         }
-        if shadow.value not in names or source.value not in names:
+        given = [source] if kept else [shadow, source]
+        if any(
+            not isinstance(n, cst.Name)
+            or n.value not in names
+            or self.resolver.assigned_value(n) is not None  # rebound: not the sequence given
+            for n in given
+        ):
             return False
-        if self.resolver.assigned_value(shadow) is not None:
-            return False  # rebound inside the helper: not the sequence given
+        if self._code(shadow) == self._code(source):
+            return False
         return not any(
-            w in _NOT_WEIGHT_TOKENS for name in (shadow, source) for w in tokens(name.value)
+            w in _NOT_WEIGHT_TOKENS for side in (shadow, source) for w in tokens(self._code(side))
         )
 
     def _decay_between_models(self, update: InPlaceUpdate) -> bool:

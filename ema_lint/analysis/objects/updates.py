@@ -168,6 +168,10 @@ class InPlaceUpdates:
             found = self._from_augassign(aug)
             if found is not None:
                 self.updates.append(found)
+        for ret in ctx.nodes(cst.Return):
+            found = self._returned(ret)
+            if found is not None:
+                self.updates.append(found)
         self.updates.sort(key=lambda u: self.index.order[id(u.node)])
 
     @classmethod
@@ -463,6 +467,8 @@ class InPlaceUpdates:
             expr = positional[0]
             if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
                 pairs += [(expr.left, expr.right), (expr.right, expr.left)]
+            elif isinstance(expr, cst.Name):
+                pairs += self._scaled_difference(call, expr)
         for diff, k in pairs:
             if not (
                 isinstance(diff, cst.BinaryOperation) and isinstance(diff.operator, cst.Subtract)
@@ -526,6 +532,53 @@ class InPlaceUpdates:
             "tree_map",
             shadow_container=trees[shadow_param],
             source_container=trees[source_param],
+        )
+
+    def _scaled_difference(
+        self, call: cst.Call, name: cst.Name
+    ) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
+        """``tmp = s - p`` then ``tmp.mul_(k)`` just before ``s.sub_(tmp)``: (s - p, k)."""
+        before = self._previous_statement(call)
+        if not (
+            isinstance(before, cst.Expr)
+            and isinstance(before.value, cst.Call)
+            and isinstance(before.value.func, cst.Attribute)
+            and before.value.func.attr.value == "mul_"
+            and len(before.value.args) == 1
+            and isinstance(before.value.func.value, cst.Name)
+            and before.value.func.value.value == name.value
+        ):
+            return []
+        diff = self._assigned_before(call, name.value)
+        if diff is None:
+            return []
+        return [(diff, before.value.args[0].value)]
+
+    def _returned(self, node: cst.Return) -> InPlaceUpdate | None:
+        """``def ema(ema_value, value, decay): return ema_value * decay + value * (1 - decay)``:
+        a functional update of two parameters of the function, one named as the average."""
+        function = self.index.enclosing(node, cst.FunctionDef, cst.Lambda)
+        if not isinstance(function, cst.FunctionDef) or node.value is None:
+            return None
+        terms = _terms(node.value)
+        if terms is None or len(terms) != 2:
+            return None
+        params = {p.name.value for p in function.params.params}
+        tensors = [strip_tensor(t) for t, _ in terms]
+        if not all(isinstance(t, cst.Name) and t.value in params for t in tensors):
+            return None
+        names = [t.value for t in tensors]  # type: ignore[attr-defined]
+        averaged = [i for i, n in enumerate(names) if is_averaged_name(n)]
+        if len(averaged) != 1 or names[0] == names[1]:
+            return None
+        shadow, source = averaged[0], 1 - averaged[0]
+        return InPlaceUpdate(
+            node,
+            terms[shadow][0],
+            terms[source][0],
+            Coefficient(terms[shadow][1]),
+            Coefficient(terms[source][1]),
+            "returned",
         )
 
     def _foreach(self, call: cst.Call, name: str) -> InPlaceUpdate | None:
@@ -933,7 +986,24 @@ class InPlaceUpdates:
                 found, method = self._container(value, depth + 1)
                 if method is not None:
                     return found, method
+        if isinstance(node, cst.Name) and self._annotated_parameters(node):
+            return node, "parameters"
         return container_of(expr), None
+
+    def _annotated_parameters(self, name: cst.Name) -> bool:
+        """``def update(self, parameters: Iterable[torch.nn.Parameter])``: the helper's
+        argument is annotated as model parameters (kept when the helper rebinds the name from
+        a call on it, ``parameters = self._get_parameters(parameters)``)."""
+        function = self.index.enclosing(name, cst.FunctionDef)
+        if function is None:
+            return False
+        params = function.params
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            if param.name.value != name.value or param.annotation is None:
+                continue
+            text = self.code(param.annotation.annotation)
+            return "Parameter" in text and "Tensor" not in text
+        return False
 
     def _helper_weights(self, call: cst.Call) -> tuple[cst.BaseExpression, str, bool] | None:
         """``extract(model, rank)`` where ``extract`` is a function of the module that
@@ -1146,6 +1216,14 @@ class InPlaceUpdates:
                 and ancestor.orelse is not None
                 and self.index.contains(ancestor.body, statement)
                 and self.index.contains(ancestor.orelse, occurrence)
+            ):
+                return True
+            # ``try: e = ... except RuntimeError: e.data = p.data``: the handler runs when
+            # the update did not.
+            if (
+                isinstance(ancestor, cst.Try)
+                and self.index.contains(ancestor.body, statement)
+                and any(self.index.contains(h, occurrence) for h in ancestor.handlers)
             ):
                 return True
         return False
