@@ -24,7 +24,14 @@ class UpdateNotInPlace(Rule):
     - the same on a local name bound from the average (``s = ema_sd[name]``) or on a
       parameter of the update function, when nothing reads the name afterwards;
     - ``sd[k] = ...`` where ``sd = ema.state_dict()`` (or ``dict(ema.named_parameters())``)
-      and the dict is never loaded back (``load_state_dict``), saved or passed on.
+      and the dict is never loaded back (``load_state_dict``), saved or passed on;
+    - the out-of-place spellings of the in-place forms bound to the loop variable
+      (``e = e.mul(d).add(p, alpha=1 - d)``, ``e = e.sub((1 - d) * (e - p))``), also in a
+      helper given the two sequences (``def update_ema(target_params, source_params,
+      rate)``);
+    - a two-statement update with one half rebinding the loop variable: ``e = e * d`` then
+      ``e += (1 - d) * p`` (the second half then updates the temporary), or ``e *= d`` then
+      ``e = e + (1 - d) * p``.
 
     - a copy that copies nothing: ``p = e`` (or ``e.clone()``, ``e.data``) in ``for p, e
       in zip(params, ema_params):`` where nothing reads ``p`` afterwards, meant to start

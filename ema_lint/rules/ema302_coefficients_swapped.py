@@ -80,7 +80,15 @@ class CoefficientsSwapped(Rule):
     The update is recognised in all its forms: ``mul_``/``add_`` (also as two statements,
     legacy ``add_(1 - d, p)``, ``_foreach_mul_``/``_foreach_add_``), ``lerp_`` and
     ``_foreach_lerp_``, ``copy_`` of a combination or a ``lerp``, ``.data =``
-    assignments, ``e -= (1 - d) * (e - p)``. Judged by operand, so EDM's
+    assignments, ``e -= (1 - d) * (e - p)``, ``tmp = e - p; tmp.mul_(k); e.sub_(tmp)``;
+    in helpers given the two sequences or two models (``update_ema(target_params,
+    source_params, rate=0.99)``, ``accumulate(model1, model2, decay)``), helpers that return
+    the average (``return ema_value * d + value * (1 - d)``) and JAX's tree maps
+    (``jax.tree.map(lambda e, p: d * e + (1 - d) * p, ema_params, params)``). Where the
+    values do not resolve, a weight named as a decay (``decay``, ``beta``, MoCo's ``m``,
+    ``d``, ``mu``, or a helper parameter whose default is a decay) belongs on the average;
+    ``one_minus_decay = 1.0 - decay`` is followed, never read from its name. Judged by
+    operand, so EDM's
     ``p_ema.copy_(p_net.detach().lerp(p_ema, beta))`` (the decay on the shadow, written from
     the other side), guided-diffusion's ``mul_(rate).add_(src, alpha=1 - rate)`` and
     mean-teacher's ``mul_(alpha).add_(1 - alpha, param)`` stay silent, as do a hard copy

@@ -48,7 +48,11 @@ class UpdateTracksGradients(Rule):
     methods of EMA classes (``ema.update(model)``), and framework entry points (a module's
     ``forward``, Lightning's ``training_step`` / ``on_train_batch_end``) count as running
     with gradients. A helper that nothing in the file calls is not judged: its callers
-    elsewhere may disable gradients.
+    elsewhere may disable gradients. The public update method of an averaging class
+    (``update``, ``step``, ``update_parameters`` of ``ExponentialMovingAverage``-like
+    classes, or of a class keeping ``self.shadow_params``) is judged all the same: its
+    users call it from the training step, where gradients are on, so it must disable them
+    itself. A helper argument annotated as ``nn.Parameter``s is read as live weights.
 
     Silent for updates through ``.data`` / ``.detach()`` (guided-diffusion's
     ``targ.detach().mul_(rate).add_(src, alpha=1 - rate)``), on ``state_dict()`` tensors
