@@ -81,8 +81,9 @@ class CoefficientsSwapped(Rule):
     legacy ``add_(1 - d, p)``, ``_foreach_mul_``/``_foreach_add_``), ``lerp_`` and
     ``_foreach_lerp_``, ``copy_`` of a combination or a ``lerp``, ``.data =``
     assignments, ``e -= (1 - d) * (e - p)``, ``tmp = e - p; tmp.mul_(k); e.sub_(tmp)``;
-    in helpers given the two sequences or two models (``update_ema(target_params,
-    source_params, rate=0.99)``, ``accumulate(model1, model2, decay)``), helpers that return
+    in helpers given the two sequences, two tensors or two models (``update_ema(target_params,
+    source_params, rate=0.99)``, ``_lerp_(ema_v, model_v, weight)`` with the weight its
+    callers pass, ``accumulate(model1, model2, decay)``, flax's ``ema[...] = ...``), helpers that return
     the average (``return ema_value * d + value * (1 - d)``) and JAX's tree maps
     (``jax.tree.map(lambda e, p: d * e + (1 - d) * p, ema_params, params)``). Where the
     values do not resolve, a weight named as a decay (``decay``, ``beta``, MoCo's ``m``,
@@ -257,8 +258,9 @@ class CoefficientsSwapped(Rule):
         while True:
             inner = _complement_of(expr)
             if inner is None and isinstance(expr, cst.Name):
-                # ``one_minus_decay = 1.0 - decay``: followed, never guessed from the name.
-                value = self._resolver.assigned_value(expr)
+                # ``one_minus_decay = 1.0 - decay``: followed, never guessed from the name;
+                # a helper's ``weight`` parameter: what its callers pass (``1. - decay``).
+                value = self._resolver.assigned_value(expr) or self._passed(expr)
                 inner = _complement_of(value) if value is not None else None
             if inner is None:
                 break
@@ -266,6 +268,33 @@ class CoefficientsSwapped(Rule):
         if not isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)):
             return None
         return self.ctx.code(expr), complemented
+
+    def _passed(self, name: cst.Name) -> cst.BaseExpression | None:
+        """What every in-module caller of the function holding ``name`` (one of its
+        parameters) passes for it, when they all pass the same expression."""
+        function = self.ctx.index.enclosing(name, cst.FunctionDef)
+        if function is None:
+            return None
+        params = function.params
+        param = next(
+            (
+                p
+                for p in (*params.posonly_params, *params.params, *params.kwonly_params)
+                if p.name.value == name.value
+            ),
+            None,
+        )
+        if param is None:
+            return None
+        passed: list[cst.BaseExpression] = []
+        for call in self._resolver.callers(function):
+            arg = self._resolver.argument_for(function, param, call)
+            if arg is None:
+                return None
+            passed.append(arg)
+        if not passed or len({self.ctx.code(a).strip() for a in passed}) != 1:
+            return None
+        return passed[0]
 
     @staticmethod
     def _names_decay(name: str) -> bool:

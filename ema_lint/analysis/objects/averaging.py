@@ -345,9 +345,9 @@ class AveragingObjects:
             return update.source_method in WEIGHT_METHODS or update.shadow_method in WEIGHT_METHODS
         shadow = update.shadow_container
         if shadow is None:
-            return False
+            return self._passed_tensors(update)
         if update.source_method not in WEIGHT_METHODS:
-            return self._passed_sequences(update)
+            return self._passed_sequences(update) or self._passed_tensors(update)
         if update.source_container is not None and self._code(shadow) == self._code(
             update.source_container
         ):
@@ -390,6 +390,33 @@ class AveragingObjects:
             return False
         return not any(
             w in _NOT_WEIGHT_TOKENS for side in (shadow, source) for w in tokens(self._code(side))
+        )
+
+    def _passed_tensors(self, update: InPlaceUpdate) -> bool:
+        """``def _lerp_(self, ema_v, model_v, weight): ema_v.lerp_(model_v, weight)``: a
+        helper given the two tensors, the shadow's parameter named as averaged; not when a
+        name says gradients, losses or metrics."""
+        if update.loop is not None or update.source is None:
+            return False
+        shadow = strip_tensor(update.shadow)
+        if isinstance(shadow, cst.Subscript) and self._code(shadow.slice[0]).strip() == "...":
+            shadow = shadow.value  # ``ema[...]``: the whole array
+        source = uncast(strip_tensor(update.source))
+        if not isinstance(shadow, cst.Name) or not isinstance(source, cst.Name):
+            return False
+        function = self.index.enclosing(update.node, cst.FunctionDef)
+        if function is None or shadow.value == source.value:
+            return False
+        params = function.params
+        names = {
+            p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)
+        }
+        if shadow.value not in names or source.value not in names:
+            return False
+        if not is_averaged_name(shadow.value):
+            return False
+        return not any(
+            w in _NOT_WEIGHT_TOKENS for side in (shadow, source) for w in tokens(side.value)
         )
 
     def _decay_between_models(self, update: InPlaceUpdate) -> bool:

@@ -129,6 +129,18 @@ def strip_tensor(node: cst.BaseExpression) -> cst.BaseExpression:
             return node
 
 
+def _whole(node: cst.BaseExpression) -> cst.BaseExpression:
+    """``x[...]`` -> ``x``: the whole array (flax nnx variables, numpy views)."""
+    if (
+        isinstance(node, cst.Subscript)
+        and len(node.slice) == 1
+        and isinstance(node.slice[0].slice, cst.Index)
+        and isinstance(node.slice[0].slice.value, cst.Ellipsis)
+    ):
+        return node.value
+    return node
+
+
 def container_of(node: cst.BaseExpression) -> cst.BaseExpression:
     """``ema.module.state_dict().values()`` -> ``ema.module``."""
     while (
@@ -240,7 +252,7 @@ class InPlaceUpdates:
         return self._resolver
 
     def _same(self, a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
-        return self.code(strip_tensor(a)) == self.code(strip_tensor(b))
+        return self.code(_whole(strip_tensor(a))) == self.code(_whole(strip_tensor(b)))
 
     def _outermost(self, call: cst.Call) -> bool:
         parent = self.index.parent(call)
