@@ -83,8 +83,8 @@ class CoefficientsSwapped(Rule):
     assignments, ``e -= (1 - d) * (e - p)``, ``tmp = e - p; tmp.mul_(k); e.sub_(tmp)``;
     in helpers given the two sequences, two tensors or two models (``update_ema(target_params,
     source_params, rate=0.99)``, ``_lerp_(ema_v, model_v, weight)`` with the weight its
-    callers pass, ``accumulate(model1, model2, decay)``, flax's ``ema[...] = ...``), helpers that return
-    the average (``return ema_value * d + value * (1 - d)``) and JAX's tree maps
+    callers pass, ``accumulate(model1, model2, decay)``, flax's ``ema[...] = ...``),
+    helpers that return the average (``return ema_value * d + value * (1 - d)``) and JAX's tree maps
     (``jax.tree.map(lambda e, p: d * e + (1 - d) * p, ema_params, params)``). Where the
     values do not resolve, a weight named as a decay (``decay``, ``beta``, MoCo's ``m``,
     ``d``, ``mu``, or a helper parameter whose default is a decay) belongs on the average;
