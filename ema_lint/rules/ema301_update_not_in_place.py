@@ -24,7 +24,14 @@ class UpdateNotInPlace(Rule):
     - the same on a local name bound from the average (``s = ema_sd[name]``) or on a
       parameter of the update function, when nothing reads the name afterwards;
     - ``sd[k] = ...`` where ``sd = ema.state_dict()`` (or ``dict(ema.named_parameters())``)
-      and the dict is never loaded back (``load_state_dict``), saved or passed on.
+      and the dict is never loaded back (``load_state_dict``), saved or passed on;
+    - the out-of-place spellings of the in-place forms bound to the loop variable
+      (``e = e.mul(d).add(p, alpha=1 - d)``, ``e = e.sub((1 - d) * (e - p))``), also in a
+      helper given the two sequences (``def update_ema(target_params, source_params,
+      rate)``);
+    - a two-statement update with one half rebinding the loop variable: ``e = e * d`` then
+      ``e += (1 - d) * p`` (the second half then updates the temporary), or ``e *= d`` then
+      ``e = e + (1 - d) * p``.
 
     - a copy that copies nothing: ``p = e`` (or ``e.clone()``, ``e.data``) in ``for p, e
       in zip(params, ema_params):`` where nothing reads ``p`` afterwards, meant to start
@@ -107,7 +114,7 @@ class UpdateNotInPlace(Rule):
         if not self.ctx.nodes(cst.Assign):
             return
         updates = self.ctx.get(InPlaceUpdates)
-        candidates = [u for u in updates.updates if isinstance(u.node, cst.Assign)]
+        candidates = [u for u in updates.updates if updates.rebinding(u) is not None]
         if not candidates:
             return
         objects = self.ctx.get(AveragingObjects)
@@ -115,11 +122,12 @@ class UpdateNotInPlace(Rule):
             why = updates.discarded(update)
             if why is None or not objects.averages_weights(update):
                 continue
-            assert isinstance(update.node, cst.Assign)
+            assign = updates.rebinding(update)
+            assert assign is not None
             self.report(
-                update.node,
-                self._message(update, why, objects),
-                self._fix(update.node),
+                assign,
+                self._message(update, assign, why, objects),
+                self._fix(assign),
             )
 
     def _no_op_copies(self) -> None:
@@ -141,12 +149,13 @@ class UpdateNotInPlace(Rule):
                 ),
             )
 
-    def _message(self, update: InPlaceUpdate, why: str, objects: AveragingObjects) -> str:
-        assert isinstance(update.node, cst.Assign)
-        target = self.ctx.code(update.node.targets[0].target)
+    def _message(
+        self, update: InPlaceUpdate, assign: cst.Assign, why: str, objects: AveragingObjects
+    ) -> str:
+        target = self.ctx.code(assign.targets[0].target)
         averaged = objects.shadow_name(update)
         if why == "state_dict":
-            base = update.node.targets[0].target
+            base = assign.targets[0].target
             assert isinstance(base, cst.Subscript)
             method = update.shadow_method or "state_dict"
             return (
@@ -157,11 +166,20 @@ class UpdateNotInPlace(Rule):
             )
         what = "the loop variable" if why == "loop variable" else "the local name"
         after = "" if why == "loop variable" else ", which nothing reads afterwards"
+        if update.rebind is not None:
+            rest = self.ctx.code(update.node).strip()
+            return (
+                f"`{target} = ...` rebinds {what} {target} to a new tensor{after}, so the "
+                f"next statement (`{rest}`) updates that temporary: the average is computed "
+                f"and thrown away, {averaged}'s weights never change and the averaged model "
+                f"stays at its initial weights; update the tensor in place "
+                f"({target}.mul_(...) or {target} *= ...)"
+            )
         return (
             f"`{target} = ...` rebinds {what} {target} to a new tensor{after}: the average is "
             f"computed and thrown away, so {averaged}'s weights never change and the averaged "
             f"model stays at its initial weights; update the tensor in place "
-            f"({self._suggestion(update.node)})"
+            f"({self._suggestion(assign)})"
         )
 
     def _suggestion(self, assign: cst.Assign) -> str:

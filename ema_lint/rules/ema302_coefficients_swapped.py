@@ -9,7 +9,7 @@ import libcst as cst
 
 from ..analysis.objects.averaging import AveragingObjects, tokens
 from ..analysis.objects.horizon import describe_decay, format_number, horizon
-from ..analysis.objects.triggers import UPDATE_EVIDENCE
+from ..analysis.objects.triggers import FUNCTIONAL_UPDATE_EVIDENCE
 from ..analysis.objects.updates import Coefficient, InPlaceUpdate, InPlaceUpdates, strip_tensor
 from ..analysis.syntax.values import ValueResolver
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
@@ -19,6 +19,9 @@ from .ema103_semantics_swapped import complement_text
 # Names that say a value is a decay (the weight on the old average) in hand-written code.
 # ``momentum``, ``tau``, ``alpha`` and ``polyak`` mean either side depending on the project.
 _DECAY_WORDS = {"decay", "beta"}
+# Short names that stand for a decay in averaging code (MoCo's ``m``, ``d = decay(n)``,
+# TF's ``mu``); ``tau``, ``alpha`` and ``w`` stay ambiguous.
+_SHORT_DECAYS = {"m", "d", "mu"}
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,16 @@ class CoefficientsSwapped(Rule):
     The update is recognised in all its forms: ``mul_``/``add_`` (also as two statements,
     legacy ``add_(1 - d, p)``, ``_foreach_mul_``/``_foreach_add_``), ``lerp_`` and
     ``_foreach_lerp_``, ``copy_`` of a combination or a ``lerp``, ``.data =``
-    assignments, ``e -= (1 - d) * (e - p)``. Judged by operand, so EDM's
+    assignments, ``e -= (1 - d) * (e - p)``, ``tmp = e - p; tmp.mul_(k); e.sub_(tmp)``;
+    in helpers given the two sequences, two tensors or two models (``update_ema(target_params,
+    source_params, rate=0.99)``, ``_lerp_(ema_v, model_v, weight)`` with the weight its
+    callers pass, ``accumulate(model1, model2, decay)``, flax's ``ema[...] = ...``),
+    helpers that return the average (``return ema_value * d + value * (1 - d)``) and JAX's tree maps
+    (``jax.tree.map(lambda e, p: d * e + (1 - d) * p, ema_params, params)``). Where the
+    values do not resolve, a weight named as a decay (``decay``, ``beta``, MoCo's ``m``,
+    ``d``, ``mu``, or a helper parameter whose default is a decay) belongs on the average;
+    ``one_minus_decay = 1.0 - decay`` is followed, never read from its name. Judged by
+    operand, so EDM's
     ``p_ema.copy_(p_net.detach().lerp(p_ema, beta))`` (the decay on the shadow, written from
     the other side), guided-diffusion's ``mul_(rate).add_(src, alpha=1 - rate)`` and
     mean-teacher's ``mul_(alpha).add_(1 - alpha, param)`` stay silent, as do a hard copy
@@ -141,8 +153,8 @@ class CoefficientsSwapped(Rule):
     # The fix replaces coefficients only, but in the two-statement form (``e.mul_(1 - d)``
     # then ``e.add_(p, alpha=d)``) one of them is in the statement before the finding's.
     fix_scope = FixScope.VALUE
-    triggers = UPDATE_EVIDENCE.triggers
-    trigger_groups = UPDATE_EVIDENCE.groups
+    triggers = FUNCTIONAL_UPDATE_EVIDENCE.triggers
+    trigger_groups = FUNCTIONAL_UPDATE_EVIDENCE.groups
     requires = (InPlaceUpdates, AveragingObjects, ValueResolver)
 
     def finish(self) -> None:
@@ -222,7 +234,7 @@ class CoefficientsSwapped(Rule):
                 f"instead of averaging the weights",
                 None,
             )
-        if old_complemented and self._names_decay(name):
+        if old_complemented and (self._names_decay(name) or self._decay_default(update, name)):
             one_weight = update.old_weight.expr is update.new_weight.expr
             where = (
                 "lerp's weight belongs to the new value"
@@ -245,6 +257,11 @@ class CoefficientsSwapped(Rule):
         complemented = coefficient.complement
         while True:
             inner = _complement_of(expr)
+            if inner is None and isinstance(expr, cst.Name):
+                # ``one_minus_decay = 1.0 - decay``: followed, never guessed from the name;
+                # a helper's ``weight`` parameter: what its callers pass (``1. - decay``).
+                value = self._resolver.assigned_value(expr) or self._passed(expr)
+                inner = _complement_of(value) if value is not None else None
             if inner is None:
                 break
             expr, complemented = _bare(inner), not complemented
@@ -252,10 +269,53 @@ class CoefficientsSwapped(Rule):
             return None
         return self.ctx.code(expr), complemented
 
+    def _passed(self, name: cst.Name) -> cst.BaseExpression | None:
+        """What every in-module caller of the function holding ``name`` (one of its
+        parameters) passes for it, when they all pass the same expression."""
+        function = self.ctx.index.enclosing(name, cst.FunctionDef)
+        if function is None:
+            return None
+        params = function.params
+        param = next(
+            (
+                p
+                for p in (*params.posonly_params, *params.params, *params.kwonly_params)
+                if p.name.value == name.value
+            ),
+            None,
+        )
+        if param is None:
+            return None
+        passed: list[cst.BaseExpression] = []
+        for call in self._resolver.callers(function):
+            arg = self._resolver.argument_for(function, param, call)
+            if arg is None:
+                return None
+            passed.append(arg)
+        if not passed or len({self.ctx.code(a).strip() for a in passed}) != 1:
+            return None
+        return passed[0]
+
     @staticmethod
     def _names_decay(name: str) -> bool:
+        if name in _SHORT_DECAYS:
+            return True
         words = tokens(name.replace("[", ".").replace("]", "").replace('"', "").replace("'", ""))
         return any(w in _DECAY_WORDS for w in words) or ("ema" in words and "rate" in words)
+
+    def _decay_default(self, update: InPlaceUpdate, name: str) -> bool:
+        """The weight is a parameter of the function holding the update whose default is
+        a decay (``def update_ema(target, source, rate=0.99)``): the default says which side
+        the author's convention puts it on, whatever the callers pass."""
+        function = self.ctx.index.enclosing(update.node, cst.FunctionDef)
+        if function is None:
+            return False
+        params = function.params
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            if param.name.value == name and param.default is not None:
+                value = self._resolver.number(param.default)
+                return value is not None and 0.5 < value < 1.0
+        return False
 
     # Fixes --------------------------------------------------------------------------------------
     def _place(self, old: cst.BaseExpression, new: cst.BaseExpression) -> cst.BaseExpression:

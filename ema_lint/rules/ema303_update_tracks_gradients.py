@@ -9,9 +9,13 @@ from ..analysis.objects.triggers import UPDATE_EVIDENCE
 from ..analysis.objects.updates import GRAD_METHODS, InPlaceUpdate, InPlaceUpdates
 from ..analysis.syntax.names import ImportTable
 from ..analysis.syntax.values import ValueResolver
+from ..analysis.syntax.vocabulary import is_averaged_name
 from ..analysis.training.grad_mode import GradMode
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
+
+# The methods users call from their training step to update an averaging class.
+_PUBLIC_UPDATES = frozenset({"update", "step", "update_parameters", "update_ema"})
 
 
 def _detached(node: cst.BaseExpression) -> bool:
@@ -44,7 +48,11 @@ class UpdateTracksGradients(Rule):
     methods of EMA classes (``ema.update(model)``), and framework entry points (a module's
     ``forward``, Lightning's ``training_step`` / ``on_train_batch_end``) count as running
     with gradients. A helper that nothing in the file calls is not judged: its callers
-    elsewhere may disable gradients.
+    elsewhere may disable gradients. The public update method of an averaging class
+    (``update``, ``step``, ``update_parameters`` of ``ExponentialMovingAverage``-like
+    classes, or of a class keeping ``self.shadow_params``) is judged all the same: its
+    users call it from the training step, where gradients are on, so it must disable them
+    itself. A helper argument annotated as ``nn.Parameter``s is read as live weights.
 
     Silent for updates through ``.data`` / ``.detach()`` (guided-diffusion's
     ``targ.detach().mul_(rate).add_(src, alpha=1 - rate)``), on ``state_dict()`` tensors
@@ -133,7 +141,10 @@ class UpdateTracksGradients(Rule):
             kind = self._tracked(update, objects)
             if kind is None:
                 continue
-            if self.ctx.get(GradMode).records(update.node) is not True:
+            records = self.ctx.get(GradMode).records(update.node)
+            if records is None and self._public_update(update):
+                records = True
+            if records is not True:
                 continue
             found.append((update, kind))
         groups = self._groups([self._unit(update, provider) for update, _ in found])
@@ -147,6 +158,8 @@ class UpdateTracksGradients(Rule):
         """The result stays in the average: not a rebound name (a fresh tensor each step,
         nothing chains), not a ``.data`` write, not a discarded ``state_dict()`` entry."""
         node = update.node
+        if update.form in ("tree_map", "returned"):
+            return False  # a new value (a JAX tree, a returned tensor), nothing in place
         if isinstance(node, cst.Assign):
             target = node.targets[0].target
             if isinstance(target, cst.Name):
@@ -155,6 +168,20 @@ class UpdateTracksGradients(Rule):
                 return False
             return provider.discarded(update) is None
         return True
+
+    def _public_update(self, update: InPlaceUpdate) -> bool:
+        """The update is the body of an averaging class's public update method
+        (``ExponentialMovingAverage.update(self, parameters)``), called by users from their
+        training step, where gradients are on: the method must disable them itself."""
+        function = self.ctx.index.enclosing(update.node, cst.FunctionDef)
+        if function is None or function.name.value not in _PUBLIC_UPDATES:
+            return False
+        owner = self.ctx.index.enclosing(function, cst.ClassDef, cst.FunctionDef)
+        if not isinstance(owner, cst.ClassDef):
+            return False
+        return is_averaged_name(owner.name.value) or is_averaged_name(
+            self.ctx.code(update.shadow_container or update.shadow)
+        )
 
     def _elements_detached(self, expr: cst.BaseExpression | None) -> bool:
         """A list whose elements are ``p.data`` / ``p.detach()`` (for ``_foreach`` updates)."""

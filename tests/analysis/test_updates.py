@@ -279,3 +279,72 @@ def test_a_short_loop_variable_added_whole_is_the_tensor(statement: str) -> None
     assert code(update.source) == "w" and weight(update.new_weight) == "1"
     outside = context("w = 0.5\ne.mul_(d).add_(w)\n").get(InPlaceUpdates).updates
     assert outside == []
+
+
+@pytest.mark.parametrize(
+    ("statement", "form", "old", "new"),
+    [
+        ("e = e.mul(d).add(p, alpha=1 - d)", "assign", "d", "1 - d"),
+        ("e = e.sub((1 - d) * (e - p))", "assign", "1 - ((1 - d))", "(1 - d)"),
+    ],
+)
+def test_out_of_place_forms(statement: str, form: str, old: str, new: str) -> None:
+    source = f"for e, p in zip(ema.parameters(), model.parameters()):\n    {statement}\n"
+    updates = context(source).get(InPlaceUpdates)
+    [update] = updates.updates
+    assert (update.form, weight(update.old_weight), weight(update.new_weight)) == (form, old, new)
+    assert updates.discarded(update) == "loop variable"
+
+
+def test_rebinding_first_half() -> None:
+    source = "for k, v in ema.state_dict().items():\n    v = v * d\n    v += (1 - d) * msd[k]\n"
+    updates = context(source).get(InPlaceUpdates)
+    [update] = updates.updates
+    assert update.rebind is not None and code(update.rebind.value) == "v * d"
+    assert updates.discarded(update) == "loop variable"
+    assert updates.rebinding(update) is update.rebind
+
+
+def test_rebinding_kept_when_read() -> None:
+    source = (
+        "for k, v in ema.state_dict().items():\n"
+        "    v = v * d\n"
+        "    v += (1 - d) * msd[k]\n"
+        "    out[k] = v\n"
+    )
+    updates = context(source).get(InPlaceUpdates)
+    [update] = updates.updates
+    assert updates.discarded(update) is None
+
+
+def test_ordered_dict_and_source_alias() -> None:
+    source = (
+        "ema_params = OrderedDict(ema_model.named_parameters())\n"
+        "for name, param in OrderedDict(model.named_parameters()).items():\n"
+        "    live = param.data\n"
+        "    ema_params[name].mul_(decay).add_(live, alpha=1 - decay)\n"
+    )
+    [update] = context(source).get(InPlaceUpdates).updates
+    assert (code(update.shadow_container), update.shadow_method) == (
+        "ema_model",
+        "named_parameters",
+    )
+    assert (code(update.source_container), update.source_method) == ("model", "named_parameters")
+
+
+def test_jax_tree_map_shadow_is_the_averaged_tree() -> None:
+    source = "new = jax.tree.map(lambda p, e: d * p + (1 - d) * e, params, ema_params)\n"
+    [update] = context(source).get(InPlaceUpdates).updates
+    assert update.form == "tree_map"
+    assert (code(update.shadow), weight(update.old_weight)) == ("ema_params", "(1 - d)")
+
+
+def test_scaled_difference() -> None:
+    source = (
+        "for s, p in zip(shadow_params, params):\n"
+        "    tmp = s - p\n"
+        "    tmp.mul_(k)\n"
+        "    s.sub_(tmp)\n"
+    )
+    [update] = context(source).get(InPlaceUpdates).updates
+    assert (update.form, weight(update.new_weight), update.away) == ("sub", "k", False)

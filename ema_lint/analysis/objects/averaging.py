@@ -50,6 +50,7 @@ from ema_lint.analysis.objects.updates import (
     WEIGHT_METHODS,
     InPlaceUpdate,
     InPlaceUpdates,
+    complementary,
     container_of,
     strip_tensor,
     uncast,
@@ -98,6 +99,8 @@ _INNER = {"module", "ema", "ema_model", "averaged_model", "_average_model", "mod
 _INPLACE_METHODS = {"mul_", "add_", "lerp_", "copy_", "sub_"}
 _WEIGHT_ATTRIBUTES = {"decay", "beta", "momentum", "ema_momentum", "rate", "tau", "alpha"}
 
+# Words of a coefficient that say it is a decay, whichever side it is written on.
+_DECAY_NAME_WORDS = {"decay", "momentum", "beta", "rate", "mu"}
 _NOT_WEIGHT_TOKENS = {"loss", "losses", "metric", "metrics", "acc", "accuracy", "grad", "reward"}
 _LOSS_CALL = re.compile(
     r"(loss|criterion|distill|consistency|kl_div|mse|cross_entropy|cosine_similarity|byol|dino)",
@@ -303,6 +306,12 @@ class AveragingObjects:
         """
         if update.source is None:
             return False
+        if update.form in ("tree_map", "returned"):
+            return not any(
+                w in _NOT_WEIGHT_TOKENS
+                for side in (update.shadow, update.source)
+                for w in tokens(self._code(side))
+            )
         source = uncast(strip_tensor(update.source))  # ``v.half()`` is still ``v``'s weights
         listed = update.form == "foreach" and update.source_method in WEIGHT_METHODS
         if not isinstance(source, (cst.Name, cst.Attribute, cst.Subscript)) and not listed:
@@ -312,7 +321,9 @@ class AveragingObjects:
         obj = self.of_update(update)
         if obj is not None and obj.use is Use.NOT_WEIGHTS:
             return False
-        if (obj is None or obj.bound is None) and not self._named_average(update, obj):
+        if (obj is None or obj.bound is None) and not (
+            self._named_average(update, obj) or self._decay_between_models(update)
+        ):
             return False
         if update.source_container is not None:
             pulled = self._refer(update.source_container, 0)
@@ -333,13 +344,96 @@ class AveragingObjects:
             # A dict or list of tensors: averaged weights if either side is read from them.
             return update.source_method in WEIGHT_METHODS or update.shadow_method in WEIGHT_METHODS
         shadow = update.shadow_container
-        if shadow is None or update.source_method not in WEIGHT_METHODS:
-            return False
+        if shadow is None:
+            return self._passed_tensors(update)
+        if update.source_method not in WEIGHT_METHODS:
+            return self._passed_sequences(update) or self._passed_tensors(update)
         if update.source_container is not None and self._code(shadow) == self._code(
             update.source_container
         ):
             return False
         return not any(w in _NOT_WEIGHT_TOKENS for w in tokens(self._code(shadow)))
+
+    def _passed_sequences(self, update: InPlaceUpdate) -> bool:
+        """``def update_ema(target_params, source_params, rate): for t, s in zip(...)``: both
+        sides are sequences the helper is given (the update is named as an average, checked
+        by the caller); not when either name says gradients, losses or metrics."""
+        shadow, source = update.shadow_container, update.source_container
+        if not isinstance(source, cst.Name) or update.loop is None:
+            return False
+        # The shadow is given too, or kept on the object under an averaged name
+        # (``self.shadow_params``, a list of clones made at construction).
+        kept = (
+            isinstance(shadow, cst.Attribute)
+            and isinstance(shadow.value, cst.Name)
+            and shadow.value.value == "self"
+            and is_averaged_name(shadow.attr.value)
+        )
+        if not kept and not isinstance(shadow, cst.Name):
+            return False
+        function = self.index.enclosing(update.node, cst.FunctionDef)
+        if function is None:
+            return False
+        params = function.params
+        names = {
+            p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)
+        }
+        given = [source] if kept else [shadow, source]
+        if any(
+            not isinstance(n, cst.Name)
+            or n.value not in names
+            or self.resolver.assigned_value(n) is not None  # rebound: not the sequence given
+            for n in given
+        ):
+            return False
+        if self._code(shadow) == self._code(source):
+            return False
+        return not any(
+            w in _NOT_WEIGHT_TOKENS for side in (shadow, source) for w in tokens(self._code(side))
+        )
+
+    def _passed_tensors(self, update: InPlaceUpdate) -> bool:
+        """``def _lerp_(self, ema_v, model_v, weight): ema_v.lerp_(model_v, weight)``: a
+        helper given the two tensors, the shadow's parameter named as averaged; not when a
+        name says gradients, losses or metrics."""
+        if update.loop is not None or update.source is None:
+            return False
+        shadow = strip_tensor(update.shadow)
+        if isinstance(shadow, cst.Subscript) and self._code(shadow.slice[0]).strip() == "...":
+            shadow = shadow.value  # ``ema[...]``: the whole array
+        source = uncast(strip_tensor(update.source))
+        if not isinstance(shadow, cst.Name) or not isinstance(source, cst.Name):
+            return False
+        function = self.index.enclosing(update.node, cst.FunctionDef)
+        if function is None or shadow.value == source.value:
+            return False
+        params = function.params
+        names = {
+            p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)
+        }
+        if shadow.value not in names or source.value not in names:
+            return False
+        if not is_averaged_name(shadow.value):
+            return False
+        return not any(
+            w in _NOT_WEIGHT_TOKENS for side in (shadow, source) for w in tokens(side.value)
+        )
+
+    def _decay_between_models(self, update: InPlaceUpdate) -> bool:
+        """``accumulate(model1, model2, decay)``: one model's weights moved toward another's
+        by a decay and its complement (``p1.mul_(decay).add_(p2, alpha=1 - decay)``), whatever
+        the names of the models: that arithmetic is an average. Interpolation weights
+        (``alpha``, ``tau``, ``lam``) do not count: merging uses them too."""
+        if update.shadow_method not in WEIGHT_METHODS or update.source_method not in WEIGHT_METHODS:
+            return False
+        shadow, source = update.shadow_container, update.source_container
+        if shadow is None or source is None or self._code(shadow) == self._code(source):
+            return False
+        old, new = update.old_weight, update.new_weight
+        if old is None or new is None:
+            return False
+        pair = complementary(old, new, self._code)
+        return pair is not None and any(w in _DECAY_NAME_WORDS for w in tokens(pair))
 
     def _named_average(self, update: InPlaceUpdate, obj: AveragingObject | None) -> bool:
         """The update's shadow, its container, or the function or class holding it is named

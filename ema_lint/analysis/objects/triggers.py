@@ -122,3 +122,9 @@ UPDATE_EVIDENCE = OBJECT_EVIDENCE | Evidence(
 )
 # Any averaging object or update the loop rules follow, hand-made shadows included.
 AVERAGING_EVIDENCE = UPDATE_EVIDENCE | Evidence(triggers=AVERAGED_NAMES)
+# Updates that make a new value instead of writing in place, judged by their coefficients
+# only: JAX's tree maps and helpers returning the average (``return ema * d + p * (1 - d)``),
+# whose shadow is always a name that says "averaged".
+FUNCTIONAL_UPDATE_EVIDENCE = UPDATE_EVIDENCE | Evidence(
+    groups=(((b"tree_map", b"tree.map", b"tree_multimap", b"return"), AVERAGED_NAMES),)
+)

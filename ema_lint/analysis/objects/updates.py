@@ -19,6 +19,7 @@ judge the coefficients, the binding and the grad mode.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import libcst as cst
@@ -26,8 +27,11 @@ import libcst as cst
 from ema_lint.analysis.syntax.context import FileContext
 from ema_lint.analysis.syntax.names import dotted_name
 from ema_lint.analysis.syntax.values import ValueResolver
+from ema_lint.analysis.syntax.vocabulary import is_averaged_name
 
 _INPLACE = {"mul_", "add_", "lerp_", "copy_", "sub_"}
+# JAX's maps over parameter trees (``jax.tree.map``, ``jax.tree_util.tree_map``).
+_TREE_MAPS = {"tree_map", "tree_multimap", "map"}  # ``map`` only as ``jax.tree.map``
 # The methods that iterate a model's weights (what a side of an update is read from).
 WEIGHT_METHODS = frozenset(
     {
@@ -57,6 +61,8 @@ _COPYING = {
     "cuda",
     "copy",
 }
+# Calls that hold the same tensors in another container: ``OrderedDict(m.named_parameters())``.
+_WRAPPING = frozenset({"list", "tuple", "iter", "dict", "OrderedDict", "collections.OrderedDict"})
 _CONTAINER_METHODS = {
     "parameters",
     "named_parameters",
@@ -103,6 +109,9 @@ class InPlaceUpdate:
     first: cst.Call | None = None
     # ``t = d * s[k] + (1 - d) * p`` when the update writes ``t`` back (``s[k] = t.clone()``).
     temp: cst.Assign | None = None
+    # ``e = e * d`` as the first half of a two-statement update (``e += (1 - d) * p`` next):
+    # the rebinding makes the second half land on a temporary.
+    rebind: cst.Assign | None = None
 
 
 def strip_tensor(node: cst.BaseExpression) -> cst.BaseExpression:
@@ -118,6 +127,18 @@ def strip_tensor(node: cst.BaseExpression) -> cst.BaseExpression:
             node = node.func.value
         else:
             return node
+
+
+def _whole(node: cst.BaseExpression) -> cst.BaseExpression:
+    """``x[...]`` -> ``x``: the whole array (flax nnx variables, numpy views)."""
+    if (
+        isinstance(node, cst.Subscript)
+        and len(node.slice) == 1
+        and isinstance(node.slice[0].slice, cst.Index)
+        and isinstance(node.slice[0].slice.value, cst.Ellipsis)
+    ):
+        return node.value
+    return node
 
 
 def container_of(node: cst.BaseExpression) -> cst.BaseExpression:
@@ -159,6 +180,10 @@ class InPlaceUpdates:
             found = self._from_augassign(aug)
             if found is not None:
                 self.updates.append(found)
+        for ret in ctx.nodes(cst.Return):
+            found = self._returned(ret)
+            if found is not None:
+                self.updates.append(found)
         self.updates.sort(key=lambda u: self.index.order[id(u.node)])
 
     @classmethod
@@ -170,7 +195,7 @@ class InPlaceUpdates:
         """The statements that make up the update, in order (two for ``mul_`` then ``add_``,
         or a temporary then its write-back)."""
         found: list[cst.CSTNode] = []
-        for node in (update.first, update.temp, update.node):
+        for node in (update.first, update.rebind, update.temp, update.node):
             if node is None:
                 continue
             statement = self.index.statement(node)
@@ -187,6 +212,8 @@ class InPlaceUpdates:
         ``"state_dict"``: ``sd[k] = ...`` replaces an entry of a dict returned by
         ``state_dict()`` (or ``dict(m.named_parameters())``) that is never loaded back.
         """
+        if update.rebind is not None:
+            return self._dead_rebind(update, update.rebind)
         node = update.node
         if not isinstance(node, cst.Assign) or len(node.targets) != 1:
             return None
@@ -196,6 +223,13 @@ class InPlaceUpdates:
         if isinstance(target, cst.Subscript):
             return self._dead_entry(target)
         return None
+
+    def rebinding(self, update: InPlaceUpdate) -> cst.Assign | None:
+        """The assignment that rebinds the shadow's name (the update itself, or the first
+        half of a two-statement update), when the update writes through a name."""
+        if update.rebind is not None:
+            return update.rebind
+        return update.node if isinstance(update.node, cst.Assign) else None
 
     def container(self, expr: cst.BaseExpression) -> tuple[cst.BaseExpression, str | None]:
         """What an iterable of tensors is read from: ``list(ema.parameters())`` -> (ema,
@@ -218,7 +252,7 @@ class InPlaceUpdates:
         return self._resolver
 
     def _same(self, a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
-        return self.code(strip_tensor(a)) == self.code(strip_tensor(b))
+        return self.code(_whole(strip_tensor(a))) == self.code(_whole(strip_tensor(b)))
 
     def _outermost(self, call: cst.Call) -> bool:
         parent = self.index.parent(call)
@@ -231,11 +265,15 @@ class InPlaceUpdates:
     # Calls ------------------------------------------------------------------------------------
     def _from_call(self, call: cst.Call) -> InPlaceUpdate | None:
         func = call.func
+        if isinstance(func, cst.Name) and func.value in _TREE_MAPS:
+            return self._tree_map(call)
         if not isinstance(func, cst.Attribute):
             return None
         attr = func.attr.value
         if attr in ("_foreach_lerp_", "_foreach_add_"):
             return self._foreach(call, attr)
+        if attr in _TREE_MAPS:
+            return self._tree_map(call)
         if attr not in _INPLACE:
             return None
         if not self._outermost(call):
@@ -420,7 +458,12 @@ class InPlaceUpdates:
         return None
 
     def _difference(
-        self, call: cst.Call, target: cst.BaseExpression, sign: int, form: str
+        self,
+        call: cst.Call,
+        target: cst.BaseExpression,
+        sign: int,
+        form: str,
+        node: cst.CSTNode | None = None,
     ) -> InPlaceUpdate | None:
         """``e.sub_((e - p) * k)``, ``e.add_(p - e, alpha=k)``, legacy ``e.add_(k, p - e)``:
         k is the weight on the new value. The other sign moves away from ``p``."""
@@ -436,6 +479,8 @@ class InPlaceUpdates:
             expr = positional[0]
             if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
                 pairs += [(expr.left, expr.right), (expr.right, expr.left)]
+            elif isinstance(expr, cst.Name):
+                pairs += self._scaled_difference(call, expr)
         for diff, k in pairs:
             if not (
                 isinstance(diff, cst.BinaryOperation) and isinstance(diff.operator, cst.Subtract)
@@ -448,7 +493,7 @@ class InPlaceUpdates:
             else:
                 continue
             return self._make(
-                call,
+                call if node is None else node,
                 target,
                 source,
                 Coefficient(k, True),
@@ -457,6 +502,96 @@ class InPlaceUpdates:
                 away=not toward,
             )
         return None
+
+    def _tree_map(self, call: cst.Call) -> InPlaceUpdate | None:
+        """JAX: ``jax.tree.map(lambda e, p: d * e + (1 - d) * p, ema_params, params)``
+        (``tree_util.tree_map``, ``tree_multimap``): a functional update whose shadow is the
+        tree named as an average, its source the other tree."""
+        name = dotted_name(call.func) or ""
+        if name.rsplit(".", 1)[-1] == "map" and not name.endswith("tree.map"):
+            return None
+        if "." in name and not name.startswith(("jax.", "tree_util.", "jtu.", "tree.")):
+            return None
+        args = [a for a in call.args if a.keyword is None and not a.star]
+        if len(args) != 3 or not isinstance(args[0].value, cst.Lambda):
+            return None
+        function = args[0].value
+        params = [p.name.value for p in function.params.params]
+        if len(params) != 2 or function.params.star_arg not in (None, cst.MaybeSentinel.DEFAULT):
+            return None
+        trees = {params[0]: args[1].value, params[1]: args[2].value}
+        averaged = [p for p in params if is_averaged_name(self.code(trees[p]))]
+        if len(averaged) != 1:
+            return None
+        shadow_param = averaged[0]
+        terms = _terms(function.body)
+        if terms is None or len(terms) != 2:
+            return None
+        weights: dict[str, cst.BaseExpression] = {}
+        for tensor, coefficient in terms:
+            bare = strip_tensor(tensor)
+            if isinstance(bare, cst.Name) and bare.value in trees:
+                weights[bare.value] = coefficient
+        if len(weights) != 2:
+            return None
+        source_param = params[1] if shadow_param == params[0] else params[0]
+        return InPlaceUpdate(
+            call,
+            trees[shadow_param],
+            trees[source_param],
+            Coefficient(weights[shadow_param]),
+            Coefficient(weights[source_param]),
+            "tree_map",
+            shadow_container=trees[shadow_param],
+            source_container=trees[source_param],
+        )
+
+    def _scaled_difference(
+        self, call: cst.Call, name: cst.Name
+    ) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
+        """``tmp = s - p`` then ``tmp.mul_(k)`` just before ``s.sub_(tmp)``: (s - p, k)."""
+        before = self._previous_statement(call)
+        if not (
+            isinstance(before, cst.Expr)
+            and isinstance(before.value, cst.Call)
+            and isinstance(before.value.func, cst.Attribute)
+            and before.value.func.attr.value == "mul_"
+            and len(before.value.args) == 1
+            and isinstance(before.value.func.value, cst.Name)
+            and before.value.func.value.value == name.value
+        ):
+            return []
+        diff = self._assigned_before(call, name.value)
+        if diff is None:
+            return []
+        return [(diff, before.value.args[0].value)]
+
+    def _returned(self, node: cst.Return) -> InPlaceUpdate | None:
+        """``def ema(ema_value, value, decay): return ema_value * decay + value * (1 - decay)``:
+        a functional update of two parameters of the function, one named as the average."""
+        function = self.index.enclosing(node, cst.FunctionDef, cst.Lambda)
+        if not isinstance(function, cst.FunctionDef) or node.value is None:
+            return None
+        terms = _terms(node.value)
+        if terms is None or len(terms) != 2:
+            return None
+        params = {p.name.value for p in function.params.params}
+        tensors = [strip_tensor(t) for t, _ in terms]
+        if not all(isinstance(t, cst.Name) and t.value in params for t in tensors):
+            return None
+        names = [t.value for t in tensors]  # type: ignore[attr-defined]
+        averaged = [i for i, n in enumerate(names) if is_averaged_name(n)]
+        if len(averaged) != 1 or names[0] == names[1]:
+            return None
+        shadow, source = averaged[0], 1 - averaged[0]
+        return InPlaceUpdate(
+            node,
+            terms[shadow][0],
+            terms[source][0],
+            Coefficient(terms[shadow][1]),
+            Coefficient(terms[source][1]),
+            "returned",
+        )
 
     def _foreach(self, call: cst.Call, name: str) -> InPlaceUpdate | None:
         if len(call.args) < 2:
@@ -498,6 +633,8 @@ class InPlaceUpdates:
         found = None
         if not isinstance(node.value, cst.Name):
             found = self._combination(node, target, node.value, "assign")
+        if found is None and not isinstance(node.value, cst.Name):
+            found = self._out_of_place(node, target)
         if found is None:
             found = self._through_temp(node, target, node.value, "assign")
         return found
@@ -550,6 +687,110 @@ class InPlaceUpdates:
             return self._make(
                 node, target, source, Coefficient(before.value), Coefficient(weight), "augassign"
             )
+        scaled = self._scaled_rebind(before, target)
+        if scaled is not None:
+            assert isinstance(before, cst.Assign)
+            source, weight = terms[0]
+            return self._make(
+                node,
+                target,
+                source,
+                Coefficient(scaled),
+                Coefficient(weight),
+                "augassign",
+                rebind=before,
+            )
+        return None
+
+    def _scaled_rebind(
+        self, before: cst.BaseSmallStatement | None, target: cst.BaseExpression
+    ) -> cst.BaseExpression | None:
+        """``e = e * d`` (or ``e.mul(d)``) just before: the decay it scales ``e`` by."""
+        if not (
+            isinstance(before, cst.Assign)
+            and len(before.targets) == 1
+            and isinstance(target, cst.Name)
+            and isinstance(before.targets[0].target, cst.Name)
+            and before.targets[0].target.value == target.value
+        ):
+            return None
+        value = before.value
+        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
+            for tensor, weight in ((value.left, value.right), (value.right, value.left)):
+                if self._same(tensor, target) and _is_scalar_like(weight):
+                    return weight
+        if (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in ("mul", "mul_")
+            and len(value.args) == 1
+            and self._same(value.func.value, target)
+        ):
+            return value.args[0].value
+        return None
+
+    def _scaled_before(
+        self, node: cst.CSTNode, target: cst.BaseExpression
+    ) -> cst.BaseExpression | None:
+        """``e *= d`` or ``e.mul_(d)`` as the statement just before: the decay."""
+        before = self._previous_statement(node)
+        if (
+            isinstance(before, cst.AugAssign)
+            and isinstance(before.operator, cst.MultiplyAssign)
+            and self._same(before.target, target)
+        ):
+            return before.value
+        if isinstance(before, cst.Expr) and isinstance(before.value, cst.Call):
+            mul = before.value
+            if (
+                isinstance(mul.func, cst.Attribute)
+                and mul.func.attr.value == "mul_"
+                and len(mul.args) == 1
+                and self._same(mul.func.value, target)
+            ):
+                return mul.args[0].value
+        return None
+
+    def _out_of_place(self, node: cst.Assign, target: cst.BaseExpression) -> InPlaceUpdate | None:
+        """``e = e.mul(d).add(p, alpha=1 - d)``, ``e = e.sub((1 - d) * (e - p))``, and
+        ``e = e + (1 - d) * p`` after ``e *= d``: an update computed out of place and bound
+        to the shadow's name."""
+        value = node.value
+        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
+            for bare, term in ((value.left, value.right), (value.right, value.left)):
+                if not self._same(bare, target) or not isinstance(strip_tensor(bare), cst.Name):
+                    continue
+                terms = _terms(term)
+                decay = self._scaled_before(node, target)
+                if terms and len(terms) == 1 and decay is not None:
+                    source, weight = terms[0]
+                    return self._make(
+                        node, target, source, Coefficient(decay), Coefficient(weight), "assign"
+                    )
+            return None
+        ops: list[tuple[str, cst.Call]] = []
+        expr: cst.BaseExpression = value
+        while (
+            isinstance(expr, cst.Call)
+            and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value.rstrip("_") in ("mul", "add", "sub")
+        ):
+            ops.append((expr.func.attr.value.rstrip("_"), expr))
+            expr = expr.func.value
+        ops.reverse()
+        if not ops or not self._same(expr, target):
+            return None
+        methods = [m for m, _ in ops]
+        if methods == ["mul", "add"] and ops[0][1].args:
+            source, new = self._added(ops[1][1])
+            if source is None:
+                return None
+            old = Coefficient(ops[0][1].args[0].value)
+            return self._make(node, target, source, old, new, "assign")
+        if methods in (["add"], ["sub"]):
+            return self._difference(
+                ops[0][1], target, 1 if methods == ["add"] else -1, "assign", node
+            )
         return None
 
     # Result -----------------------------------------------------------------------------------
@@ -565,6 +806,7 @@ class InPlaceUpdates:
         away: bool = False,
         first: cst.Call | None = None,
         temp: cst.Assign | None = None,
+        rebind: cst.Assign | None = None,
     ) -> InPlaceUpdate:
         loop, shadow_side, source_side = self._loop_binding(node, shadow, source)
         return InPlaceUpdate(
@@ -582,6 +824,7 @@ class InPlaceUpdates:
             away,
             first,
             temp,
+            rebind,
         )
 
     def _loop_binding(
@@ -593,6 +836,17 @@ class InPlaceUpdates:
         shadow_name = _root_name(strip_tensor(shadow))
         source_name = _root_name(uncast(strip_tensor(source))) if source is not None else None
         source_side = self._subscript_side(source)
+        if source_side[1] is None and source is not None:
+            # ``p_src = src_params[name]`` earlier in the block: the source is that entry;
+            # ``p_data = p.data``: the source is the loop's ``p``.
+            bare = uncast(strip_tensor(source))
+            earlier = (
+                self._assigned_before(node, bare.value) if isinstance(bare, cst.Name) else None
+            )
+            if isinstance(earlier, cst.Subscript):
+                source_side = self._subscript_side(earlier)
+            elif isinstance(earlier, cst.Name):
+                source_name = earlier.value
         for ancestor in self.index.ancestors(node):
             if not isinstance(ancestor, cst.For):
                 continue
@@ -692,8 +946,7 @@ class InPlaceUpdates:
         node = expr
         while (
             isinstance(node, cst.Call)
-            and isinstance(node.func, cst.Name)
-            and node.func.value in ("list", "tuple", "iter", "dict")
+            and dotted_name(node.func) in _WRAPPING
             and len(node.args) == 1
             and node.args[0].keyword is None
             and not node.args[0].star
@@ -724,7 +977,13 @@ class InPlaceUpdates:
                 and isinstance(func, cst.Attribute)
                 and func.attr.value in ("items", "values")
                 and not node.args
-                and isinstance(func.value, (cst.Name, cst.Attribute))
+                and (
+                    isinstance(func.value, (cst.Name, cst.Attribute))
+                    or (
+                        isinstance(func.value, cst.Call)
+                        and dotted_name(func.value.func) in _WRAPPING
+                    )
+                )
             ):
                 found, method = self._container(func.value, depth + 1)  # sd.items()
                 if method is not None:
@@ -739,7 +998,24 @@ class InPlaceUpdates:
                 found, method = self._container(value, depth + 1)
                 if method is not None:
                     return found, method
+        if isinstance(node, cst.Name) and self._annotated_parameters(node):
+            return node, "parameters"
         return container_of(expr), None
+
+    def _annotated_parameters(self, name: cst.Name) -> bool:
+        """``def update(self, parameters: Iterable[torch.nn.Parameter])``: the helper's
+        argument is annotated as model parameters (kept when the helper rebinds the name from
+        a call on it, ``parameters = self._get_parameters(parameters)``)."""
+        function = self.index.enclosing(name, cst.FunctionDef)
+        if function is None:
+            return False
+        params = function.params
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            if param.name.value != name.value or param.annotation is None:
+                continue
+            text = self.code(param.annotation.annotation)
+            return "Parameter" in text and "Tensor" not in text
+        return False
 
     def _helper_weights(self, call: cst.Call) -> tuple[cst.BaseExpression, str, bool] | None:
         """``extract(model, rank)`` where ``extract`` is a function of the module that
@@ -874,6 +1150,21 @@ class InPlaceUpdates:
             return None
         return kind
 
+    def _dead_rebind(self, update: InPlaceUpdate, rebind: cst.Assign) -> str | None:
+        """``e = e * d`` then ``e += (1 - d) * p``: the second half lands on the new tensor,
+        dead when nothing but the update reads the name afterwards."""
+        target = rebind.targets[0].target
+        assert isinstance(target, cst.Name)
+        scope = self.index.enclosing(rebind, cst.FunctionDef, cst.Lambda, cst.ClassDef)
+        if isinstance(scope, (cst.Lambda, cst.ClassDef)):
+            return None
+        kind = self._previous_binding(rebind, target.value, scope)
+        if kind is None:
+            return None
+        if self._read_after(rebind, target.value, scope, skip=update.node):
+            return None
+        return kind
+
     def _previous_binding(
         self, assign: cst.Assign, name: str, scope: cst.CSTNode | None
     ) -> str | None:
@@ -898,8 +1189,15 @@ class InPlaceUpdates:
                 return "local name"
         return None
 
-    def _read_after(self, assign: cst.Assign, name: str, scope: cst.CSTNode | None) -> bool:
-        """Whether ``name`` is read after ``assign`` before it is bound again."""
+    def _read_after(
+        self,
+        assign: cst.Assign,
+        name: str,
+        scope: cst.CSTNode | None,
+        skip: cst.CSTNode | None = None,
+    ) -> bool:
+        """Whether ``name`` is read after ``assign`` before it is bound again (reads inside
+        ``skip``, the rest of the update, aside)."""
         statement = self.index.statement(assign) or assign
         root = scope if scope is not None else self.ctx.module
         events = [
@@ -911,6 +1209,8 @@ class InPlaceUpdates:
             and self._scope_of(n) is scope
         ]
         for occurrence in events:
+            if skip is not None and self.index.contains(skip, occurrence):
+                continue
             if self._other_branch(statement, occurrence):
                 continue  # ``if ...: e = ... else: e.copy_(...)``: never both
             store = self._is_store(occurrence)
@@ -928,6 +1228,14 @@ class InPlaceUpdates:
                 and ancestor.orelse is not None
                 and self.index.contains(ancestor.body, statement)
                 and self.index.contains(ancestor.orelse, occurrence)
+            ):
+                return True
+            # ``try: e = ... except RuntimeError: e.data = p.data``: the handler runs when
+            # the update did not.
+            if (
+                isinstance(ancestor, cst.Try)
+                and self.index.contains(ancestor.body, statement)
+                and any(self.index.contains(h, occurrence) for h in ancestor.handlers)
             ):
                 return True
         return False
@@ -1010,6 +1318,39 @@ class InPlaceUpdates:
 
 
 _Side = tuple  # (container expression or None, method or None)
+
+
+def complementary(
+    old: Coefficient, new: Coefficient, code: Callable[[cst.CSTNode], str]
+) -> str | None:
+    """The name both weights are built from when one is the complement of the other
+    (``decay`` and ``1 - decay``, or one ``lerp`` weight), else None."""
+
+    def bare(node: cst.BaseExpression) -> tuple[str, bool]:
+        complemented = False
+        while True:
+            if isinstance(node, cst.BinaryOperation) and (
+                isinstance(node.operator, cst.Subtract)
+                and isinstance(node.left, (cst.Integer, cst.Float))
+                and node.left.value in ("1", "1.0", "1.")
+            ):
+                node, complemented = node.right, not complemented
+                continue
+            text = code(node).strip()
+            while text.startswith("(") and text.endswith(")"):
+                text = text[1:-1].strip()
+            if text != code(node).strip():
+                node = cst.parse_expression(text)
+                continue
+            return text, complemented
+
+    old_name, old_c = bare(old.expr)
+    new_name, new_c = bare(new.expr)
+    old_c ^= old.complement
+    new_c ^= new.complement
+    if old_name != new_name or old_c == new_c:
+        return None
+    return old_name
 
 
 def _method_of(node: cst.BaseExpression) -> str | None:
