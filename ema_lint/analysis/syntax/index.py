@@ -241,6 +241,19 @@ class ModuleIndex:
             return any(a is outer for a in self.ancestors(inner))
         return first < at <= self._subtree_ends()[first]
 
+    def span(self, node: cst.CSTNode) -> tuple[int, int] | None:
+        """Preorder numbers of ``node`` and of the last node inside it (None: not from this
+        module): with ``bisect`` on a sorted list of preorder numbers, the members of a
+        table that sit inside ``node`` are found without walking it."""
+        first = self.order.get(id(node))
+        if first is None:
+            return None
+        return first, self._subtree_ends()[first]
+
+    def order_of(self, node: cst.CSTNode) -> int | None:
+        """``node``'s preorder number (None: not from this module)."""
+        return self.order.get(id(node))
+
     def _subtree_ends(self) -> list[int]:
         """Preorder number -> the last preorder number inside that node's subtree."""
         ends = self._ends

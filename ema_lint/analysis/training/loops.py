@@ -10,8 +10,9 @@ the module's own functions: a call of a local function that steps *is* a step at
 
 from __future__ import annotations
 
+import bisect
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
@@ -153,6 +154,7 @@ class TrainingLoops:
         self._step_anchors: dict[int, list[cst.Call]] = {}
         self._stepping_in: dict[int | None, list[cst.Call]] = {}
         self._micro_batch: dict[int, bool] = {}
+        self._block_ifs: dict[int, tuple[list[int], list[cst.If]]] = {}
         for call in ctx.nodes(cst.Call):
             owner = self.function_of(call)
             self._calls_in.setdefault(id(owner) if owner is not None else None, []).append(call)
@@ -535,7 +537,7 @@ class TrainingLoops:
         child: cst.CSTNode = node
         for ancestor in self.index.ancestors(node):
             if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
-                for statement in ancestor.body:
+                for statement in self._ifs_before(ancestor, child):
                     if statement is child or self.index.contains(statement, node):
                         break
                     if (
@@ -548,6 +550,21 @@ class TrainingLoops:
                 break
             child = ancestor
         return None
+
+    def _ifs_before(
+        self, block: cst.IndentedBlock | cst.Module, child: cst.CSTNode
+    ) -> Sequence[cst.BaseStatement]:
+        """The ``if`` statements of ``block`` before its statement ``child``, in order (the
+        other statements cannot exit early): a lookup, not a scan of a long block."""
+        at = self.index.order_of(child)
+        if at is None or self.index.parent(child) is not block:
+            return block.body
+        found = self._block_ifs.get(id(block))
+        if found is None:
+            ifs = [s for s in block.body if isinstance(s, cst.If)]
+            found = self._block_ifs[id(block)] = ([self.index.order[id(s)] for s in ifs], ifs)
+        orders, ifs = found
+        return ifs[: bisect.bisect_left(orders, at)]
 
     def _exits(self, statement: cst.If, node: cst.CSTNode) -> bool:
         if statement.orelse is not None or not self.is_accumulation_guard(statement):
@@ -712,12 +729,12 @@ class TrainingLoops:
         fn = self.function_of(here)
         own = self.iteration_loop(here, fn)
         found: list[cst.Call] = []
-        for call in self.calls_in(fn):
+        for call in self.stepping_calls_in(fn):
             if call is here or self.index.contains(call, here) or self.index.contains(here, call):
                 continue
             if isinstance(scope, (cst.For, cst.While)) and not self.index.contains(scope, call):
                 continue
-            if not self.steps(call) or self.iteration_loop(call, fn) is not own:
+            if self.iteration_loop(call, fn) is not own:
                 continue
             if self.exclusive(call, here):
                 continue
