@@ -135,7 +135,7 @@ class LazyPool(Generic[T, R]):
                 yield index, self.fn(task)
             self._held = []
             return
-        from concurrent.futures import FIRST_COMPLETED, wait
+        from concurrent.futures import as_completed
         from concurrent.futures.process import BrokenProcessPool
 
         executor = self._executor
@@ -143,16 +143,16 @@ class LazyPool(Generic[T, R]):
             yield from self._rescue([])
             return
         try:
-            while self._futures:
-                done, _ = wait(list(self._futures), return_when=FIRST_COMPLETED)
-                for future in done:
-                    index, task = self._futures.pop(future)
-                    try:
-                        result = future.result()
-                    except BrokenProcessPool:
-                        yield from self._rescue([(index, task)])
-                        return
-                    yield index, result
+            # ``as_completed`` waits on every future once; ``wait(FIRST_COMPLETED)`` in a
+            # loop re-registers on all pending futures per completion (quadratic in files).
+            for future in as_completed(list(self._futures)):
+                index, task = self._futures.pop(future)
+                try:
+                    result = future.result()
+                except BrokenProcessPool:
+                    yield from self._rescue([(index, task)])
+                    return
+                yield index, result
         except BaseException:
             self._terminate()
             raise

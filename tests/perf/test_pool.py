@@ -164,6 +164,29 @@ def test_preload_runs_in_the_parent_only_when_the_workers_start() -> None:
     assert calls == [os.getpid()]
 
 
+def test_collecting_results_waits_on_each_task_a_bounded_number_of_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Waiting for the next result must not re-register on every pending task each time
+    (``wait(FIRST_COMPLETED)`` in a loop): that is quadratic in the number of files."""
+    from concurrent.futures import _base
+
+    acquired: list[int] = []
+    real = _base._AcquireFutures.__enter__
+
+    def counting(self) -> None:
+        acquired.append(len(self.futures))
+        real(self)
+
+    monkeypatch.setattr(_base._AcquireFutures, "__enter__", counting)
+    tasks = 300
+    pool = LazyPool(_pid, jobs=2)
+    for i in range(tasks):
+        pool.submit(i, i)
+    assert sorted(dict(pool.results())) == list(range(tasks))
+    assert sum(acquired) <= 2 * tasks, f"{sum(acquired)} waits for {tasks} tasks"
+
+
 def test_a_dead_worker_does_not_lose_files() -> None:
     pool = LazyPool(_dies_in_a_worker, jobs=2)
     for i in range(8):

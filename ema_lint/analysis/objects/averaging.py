@@ -210,6 +210,7 @@ class AveragingObjects:
         self._bound = ctx.get(BoundCalls)
         self._has_inplace: bool | None = None
         self._called: dict[int, list[cst.Call]] | None = None
+        self._returns: dict[str, list[cst.BaseExpression]] = {}
 
         self._collect_api_objects()
         self._collect_shadows()
@@ -816,10 +817,15 @@ class AveragingObjects:
             if not bindings:
                 return None
             found: list[AveragingObject] = []
+            memo, deep = self._memo, depth + 1 > self.MAX_DEPTH
             for binding in bindings:
                 obj: AveragingObject | None = None
                 if binding.kind == "assign" and binding.value is not None:
-                    obj = self._refer(binding.value, depth + 1)
+                    # ``_refer`` inlined for a known answer: a name bound in every copy of
+                    # a script asks this once per binding per use.
+                    key = id(binding.value)
+                    if not deep:
+                        obj = memo[key] if key in memo else self._refer(binding.value, depth + 1)
                 elif binding.kind == "param" and binding.param is not None:
                     obj = self._param(binding, depth)
                 if obj is not None and obj not in found:
@@ -859,17 +865,12 @@ class AveragingObjects:
                 "bfloat16",
             ):
                 return self._refer(func.value, depth + 1)
-            if isinstance(func, cst.Name):
-                for function in self._local_functions(func.value):
-                    for ret in self.index.descendants(function, cst.Return):
-                        if (
-                            isinstance(ret, cst.Return)
-                            and ret.value is not None
-                            and self.index.enclosing(ret, cst.FunctionDef) is function
-                        ):
-                            obj = self._refer(ret.value, depth + 1)
-                            if obj is not None:
-                                return obj
+            if isinstance(func, cst.Name) and depth + 1 <= self.MAX_DEPTH:
+                memo = self._memo
+                for value in self._returned(func.value):
+                    obj = memo[id(value)] if id(value) in memo else self._refer(value, depth + 1)
+                    if obj is not None:
+                        return obj
             return None
         if isinstance(node, cst.IfExp):
             return self._refer(node.body, depth + 1) or self._refer(node.orelse, depth + 1)
@@ -879,11 +880,14 @@ class AveragingObjects:
         function = binding.function
         if not isinstance(function, cst.FunctionDef):
             return None
-        for call in self.resolver.callers(function):
-            arg = self.resolver.argument_for(function, binding.param, call)
-            obj = self._refer(arg, depth + 1) if arg is not None else None
-            if obj is not None:
-                return obj
+        if depth + 1 <= self.MAX_DEPTH:
+            memo = self._memo
+            for _, arg in self.resolver.arguments_for(function, binding.param):
+                if arg is None:
+                    continue
+                obj = memo[id(arg)] if id(arg) in memo else self._refer(arg, depth + 1)
+                if obj is not None:
+                    return obj
         return self._by_creation.get(id(binding.param))
 
     # Parameters known to be averaging objects ------------------------------------------------
@@ -984,6 +988,21 @@ class AveragingObjects:
             for f in self.index.functions_named(name)
             if self.index.enclosing(f, cst.ClassDef, cst.FunctionDef) is None
         ]
+
+    def _returned(self, name: str) -> list[cst.BaseExpression]:
+        """What the module-level functions ``name`` return (their own ``return`` values, in
+        order): read once per name, not once per call of it."""
+        found = self._returns.get(name)
+        if found is None:
+            found = self._returns[name] = [
+                ret.value
+                for function in self._local_functions(name)
+                for ret in self.index.descendants(function, cst.Return)
+                if isinstance(ret, cst.Return)
+                and ret.value is not None
+                and self.index.enclosing(ret, cst.FunctionDef) is function
+            ]
+        return found
 
     # Bindings and updates ---------------------------------------------------------------------
     def _link_bindings(self) -> None:

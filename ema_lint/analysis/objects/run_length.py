@@ -88,6 +88,7 @@ class RunLengths:
         self.imports = ctx.get(ImportTable)
         self._named: RunLength | bool | None = False
         self._trainers: list[cst.Call] | None = None
+        self._mmengine: RunLength | bool | None = False
 
     @classmethod
     def build(cls, ctx: FileContext) -> RunLengths:
@@ -266,6 +267,12 @@ class RunLengths:
 
     # mmengine -------------------------------------------------------------------------------
     def _from_mmengine(self) -> RunLength | None:
+        # The same for every object of the module: scanned once, not once per object.
+        if self._mmengine is False:
+            self._mmengine = self._find_mmengine()
+        return self._mmengine  # type: ignore[return-value]
+
+    def _find_mmengine(self) -> RunLength | None:
         for statement in self.ctx.module.body:
             if not isinstance(statement, cst.SimpleStatementLine):
                 continue

@@ -344,9 +344,9 @@ class InPlaceUpdates:
         statement = self.index.statement(node)
         block = self.index.parent(statement) if statement is not None else None
         body = getattr(block, "body", None)
-        if not isinstance(body, (list, tuple)) or statement not in body:
+        position = self.index.body_position(statement) if statement is not None else None
+        if not isinstance(body, (list, tuple)) or position is None:
             return None
-        position = list(body).index(statement)
         if position == 0:
             return None
         before = body[position - 1]
@@ -440,9 +440,9 @@ class InPlaceUpdates:
         statement = self.index.statement(node)
         block = self.index.parent(statement) if statement is not None else None
         body = getattr(block, "body", None)
-        if not isinstance(body, (list, tuple)) or statement not in body:
+        position = self.index.body_position(statement) if statement is not None else None
+        if not isinstance(body, (list, tuple)) or position is None:
             return None
-        position = list(body).index(statement)
         # The temporary is computed just before (a statement or two between at most).
         for before in reversed(list(body)[max(0, position - 3) : position]):
             if not isinstance(before, cst.SimpleStatementLine):
@@ -915,9 +915,10 @@ class InPlaceUpdates:
         statement = self.index.statement(node)
         block = self.index.parent(statement) if statement is not None else None
         body = getattr(block, "body", None)
-        if not isinstance(body, (list, tuple)) or statement not in body:
+        position = self.index.body_position(statement) if statement is not None else None
+        if not isinstance(body, (list, tuple)) or position is None:
             return None
-        for before in reversed(list(body)[: list(body).index(statement)]):
+        for before in reversed(list(body)[:position]):
             if not isinstance(before, cst.SimpleStatementLine):
                 continue
             for small in before.body:

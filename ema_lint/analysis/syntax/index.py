@@ -121,6 +121,8 @@ class ModuleIndex:
         "_ends",
         "_functions",
         "_keywords",
+        "_matching_types",
+        "_positions",
         "_rooted",
         "_type_orders",
         "by_type",
@@ -138,6 +140,8 @@ class ModuleIndex:
         self.preorder: list[cst.CSTNode] = []
         self._ends: list[int] | None = None
         self._type_orders: dict[type, list[int]] = {}
+        self._matching_types: dict[type | tuple[type, ...], list[type]] = {}
+        self._positions: dict[int, int] = {}  # statement id -> where it sits in its block
         self._calls_by_name: dict[str, list[cst.Call]] | None = None
         self._calls_by_attr: dict[str, list[cst.Call]] | None = None
         self._functions: dict[str, list[cst.FunctionDef]] | None = None
@@ -214,9 +218,13 @@ class ModuleIndex:
     def enclosing(self, node: cst.CSTNode, *types: type) -> cst.CSTNode | None:
         """The nearest ancestor of one of ``types``."""
         parents = self.parents
+        matches = _MATCHES
         current = parents.get(id(node))
         while current is not None:
-            if _matches(type(current), types):
+            flag = matches.get((type(current), types))
+            if flag is None:
+                flag = _matches(type(current), types)
+            if flag:
                 return current
             current = parents.get(id(current))
         return None
@@ -226,6 +234,22 @@ class ModuleIndex:
         if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
             return node
         return self.enclosing(node, cst.SimpleStatementLine, cst.BaseCompoundStatement)
+
+    def body_position(self, statement: cst.CSTNode) -> int | None:
+        """Where ``statement`` sits in the ``body`` of its parent block (None: not in one),
+        from a table built once per block instead of a search of the block per question."""
+        positions = self._positions
+        found = positions.get(id(statement))
+        if found is not None:
+            return found
+        block = self.parents.get(id(statement))
+        body = getattr(block, "body", None)
+        if not isinstance(body, (list, tuple)):
+            return None
+        for i, child in enumerate(body):
+            positions.setdefault(id(child), i)
+        found = positions.get(id(statement))
+        return found if found is not None and body[found] is statement else None
 
     def is_before(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
         """True if ``a`` starts before ``b`` in the source."""
@@ -240,6 +264,19 @@ class ModuleIndex:
         if first is None or at is None:
             return any(a is outer for a in self.ancestors(inner))
         return first < at <= self._subtree_ends()[first]
+
+    def span(self, node: cst.CSTNode) -> tuple[int, int] | None:
+        """Preorder numbers of ``node`` and of the last node inside it (None: not from this
+        module): with ``bisect`` on a sorted list of preorder numbers, the members of a
+        table that sit inside ``node`` are found without walking it."""
+        first = self.order.get(id(node))
+        if first is None:
+            return None
+        return first, self._subtree_ends()[first]
+
+    def order_of(self, node: cst.CSTNode) -> int | None:
+        """``node``'s preorder number (None: not from this module)."""
+        return self.order.get(id(node))
 
     def _subtree_ends(self) -> list[int]:
         """Preorder number -> the last preorder number inside that node's subtree."""
@@ -273,7 +310,9 @@ class ModuleIndex:
         last = self._subtree_ends()[first]
         if last == first:
             return
-        types = [t for t in self.by_type if _matches(t, cls)]
+        types = self._matching_types.get(cls)
+        if types is None:
+            types = self._matching_types[cls] = [t for t in self.by_type if _matches(t, cls)]
         if last - first <= 16 * len(types) or len(types) > 4:
             preorder = self.preorder
             for n in range(first + 1, last + 1):

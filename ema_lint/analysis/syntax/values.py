@@ -252,6 +252,12 @@ class ValueResolver:
         self._argparse: dict[str, list[ArgparseOption]] | None = None
         self._set_defaults: dict[str, cst.BaseExpression] = {}
         self._calls_by_name: dict[str, list[cst.Call]] | None = None
+        self._callers_of: dict[int, list[cst.Call]] = {}  # asked per use of each parameter
+        self._name_callers: dict[str, list[cst.Call]] = {}  # ``f(...)`` calls, by name
+        self._shapes: dict[int, tuple[str, ...]] = {}
+        self._arguments: dict[
+            tuple[tuple[str, ...], str, int], list[tuple[cst.Call, cst.BaseExpression | None]]
+        ] = {}
         self._classes: dict[str, list[cst.ClassDef]] | None = None
         self._self_attrs: dict[int, dict[str, list[cst.BaseExpression | None]]] = {}
         self._self_attrs_built = False
@@ -315,7 +321,27 @@ class ValueResolver:
 
     def callers(self, function: cst.FunctionDef) -> list[cst.Call]:
         """In-module calls of ``function``: ``f(...)``, ``self.f(...)``, ``Class(...)``."""
-        return self._callers(function)
+        found = self._callers_of.get(id(function))
+        if found is None:
+            found = self._callers_of[id(function)] = self._callers(function)
+        return found
+
+    def arguments_for(
+        self, function: cst.FunctionDef, param: cst.Param
+    ) -> list[tuple[cst.Call, cst.BaseExpression | None]]:
+        """Each in-module caller of ``function`` with what it passes for ``param`` (as
+        ``argument_for``). Functions of one name and one signature (copies of a script) have
+        the same callers and share the answer, so asking for each copy stays linear."""
+        callers = self.callers(function)
+        shape = self._shapes.get(id(function))
+        if shape is None:
+            shape = self._shapes[id(function)] = _positional_names(function)
+        key = (shape, param.name.value, id(callers))
+        found = self._arguments.get(key)
+        if found is None:
+            found = [(call, self.argument_for(function, param, call)) for call in callers]
+            self._arguments[key] = found
+        return found
 
     def argument_for(
         self, function: cst.FunctionDef, param: cst.Param, call: cst.Call
@@ -716,7 +742,11 @@ class ValueResolver:
                 and c.func.value.value in ("self", "cls")
                 and self.index.enclosing(c, cst.ClassDef) is owner
             ]
-        return [c for c in calls.get(name, []) if isinstance(c.func, cst.Name)]
+        found = self._name_callers.get(name)
+        if found is None:
+            found = [c for c in calls.get(name, []) if isinstance(c.func, cst.Name)]
+            self._name_callers[name] = found
+        return found
 
     def _calls(self) -> dict[str, list[cst.Call]]:
         if self._calls_by_name is None:
@@ -895,9 +925,11 @@ class ValueResolver:
         assert param is not None
         function = binding.function
         if isinstance(function, cst.FunctionDef):
-            callers = self._callers(function)
+            callers = self.callers(function)
             objects = []
-            for call in callers:
+            # Only a single caller decides (two or more never give one object): the others
+            # are not resolved, or copies of one function each resolve every call of it.
+            for call in callers if len(callers) == 1 else ():
                 arg = _argument_for(function, param, call)
                 if arg is None or arg is _STAR:
                     objects = []
@@ -1122,16 +1154,23 @@ def _in_header(function: cst.FunctionDef, node: cst.CSTNode, resolver: ValueReso
     return not resolver.index.contains(function.body, node)
 
 
-def _argument_for(
-    function: cst.FunctionDef, param: cst.Param, call: cst.Call
-) -> cst.BaseExpression | object | None:
-    """The expression a call passes for ``param`` (None: not passed; _STAR: unknown)."""
+def _positional_names(function: cst.FunctionDef) -> tuple[str, ...]:
+    """The names a positional argument of a call binds, in order (``self``/``cls`` dropped):
+    with the parameter's name, all ``_argument_for`` reads of the function."""
     params = function.params
     positional = [*params.posonly_params, *params.params]
     names = [p.name.value for p in positional]
     owner_is_method = bool(names) and names[0] in ("self", "cls")
     if owner_is_method:
         names = names[1:]
+    return tuple(names)
+
+
+def _argument_for(
+    function: cst.FunctionDef, param: cst.Param, call: cst.Call
+) -> cst.BaseExpression | object | None:
+    """The expression a call passes for ``param`` (None: not passed; _STAR: unknown)."""
+    names = _positional_names(function)
     target = param.name.value
     position = 0
     for arg in call.args:

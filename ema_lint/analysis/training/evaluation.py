@@ -63,6 +63,8 @@ class EvaluationSites:
         self.loops = ctx.get(TrainingLoops)
         self.modes = ctx.get(ModeTracker)
         self.evaluations: list[Evaluation] = []
+        self._evaluates: dict[tuple[int, str], bool] = {}
+        self._evaluating: dict[tuple[int, str | None, int], tuple[cst.FunctionDef, str] | None] = {}
         candidates = [
             o
             for o in self.objects.objects
@@ -106,12 +108,9 @@ class EvaluationSites:
                 continue
             # Only functions of the module: an imported ``evaluate`` usually calls
             # ``model.eval()`` itself, and its body cannot be read from here.
-            for target in targets:
-                param = self.modes.param_name(target, arg, position)
-                if param is None or not self._evaluates_param(target, param):
-                    continue
-                self._add(obj, call, arg.value, "passed", target, param)
-                break
+            evaluating = self._evaluating_target(targets, arg, position)
+            if evaluating is not None:
+                self._add(obj, call, arg.value, "passed", *evaluating)
             else:
                 # A helper of another module of the project, judged by its summary.
                 helper = (
@@ -126,6 +125,27 @@ class EvaluationSites:
                     if param is not None and param in helper.unmoded:
                         self._add(obj, call, arg.value, "passed", None, param)
 
+    def _evaluating_target(
+        self, targets: list[cst.FunctionDef], arg: cst.Arg, position: int
+    ) -> tuple[cst.FunctionDef, str] | None:
+        """The first of ``targets`` that evaluates the parameter ``arg`` binds, with it.
+        Calls of one name share their list of targets: asked once per list and argument
+        slot, not once per call (copies of a script call many same-named functions)."""
+        if not targets:
+            return None
+        key = (id(targets), arg.keyword.value if arg.keyword is not None else None, position)
+        if key in self._evaluating:
+            return self._evaluating[key]
+        found = None
+        for target in targets:
+            param = self.modes.param_name(target, arg, position)
+            if param is None or not self._evaluates_param(target, param):
+                continue
+            found = (target, param)
+            break
+        self._evaluating[key] = found
+        return found
+
     def evaluates_param(self, fn: cst.FunctionDef, param: str) -> bool:
         """Whether ``fn`` evaluates its parameter ``param`` without setting its mode (what a
         module's summary tells importers about its evaluation helpers)."""
@@ -134,6 +154,13 @@ class EvaluationSites:
     def _evaluates_param(self, fn: cst.FunctionDef, param: str) -> bool:
         """``fn`` runs its parameter ``param`` in a validation context, or is named for
         evaluation and runs it, without setting its mode itself."""
+        key = (id(fn), param)
+        found = self._evaluates.get(key)
+        if found is None:
+            found = self._evaluates[key] = self._find_evaluates_param(fn, param)
+        return found
+
+    def _find_evaluates_param(self, fn: cst.FunctionDef, param: str) -> bool:
         if self.modes.param_sets_mode(fn, param) is not None:
             return False
         named = self.loops.is_validation_function(fn)

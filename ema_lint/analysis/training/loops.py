@@ -10,8 +10,9 @@ the module's own functions: a call of a local function that steps *is* a step at
 
 from __future__ import annotations
 
+import bisect
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
@@ -170,8 +171,13 @@ class TrainingLoops:
         self._backward_loops: dict[int, bool] = {}
         self.functions: list[cst.FunctionDef] = list(ctx.nodes(cst.FunctionDef))
         self._by_name: dict[str, list[cst.FunctionDef]] = {}
+        self._classes: dict[int, cst.ClassDef | None] = {}  # function id -> its class
         for fn in self.functions:
             self._by_name.setdefault(fn.name.value, []).append(fn)
+        # Targets by what decides them (the name, and the class for methods): the calls of
+        # one name share one list, and a module with many same-named functions (copies of
+        # a script) is not rescanned per call.
+        self._resolved: dict[tuple[str, int | None, bool], list[cst.FunctionDef]] = {}
         self._methods = {
             name
             for name, fns in self._by_name.items()
@@ -186,8 +192,11 @@ class TrainingLoops:
         self._micro_batch: dict[int, bool] = {}
         self._assignments: dict[str, list[cst.BaseExpression]] | None = None
         self._step_models: dict[str, set[str] | None] = {}
+        self._block_ifs: dict[int, tuple[list[int], list[cst.If]]] = {}
+        self._direct_ids: dict[int, set[int]] = {}
+        self._owners: dict[int, cst.FunctionDef | None] = {}  # call id -> its function
         for call in ctx.nodes(cst.Call):
-            owner = self.function_of(call)
+            owner = self._owners[id(call)] = self.function_of(call)
             self._calls_in.setdefault(id(owner) if owner is not None else None, []).append(call)
             targets = self._resolve_local_call(call)
             if targets:
@@ -210,13 +219,14 @@ class TrainingLoops:
             and self._loop_does(loop, self._backwarding, self.backward_calls)
         ]
         self.train_loops.sort(key=lambda loop: self.index.order[id(loop)])
-        # Innermost ones: the loops over batches (an epoch loop around them trains too).
+        self._train_loop_ids = {id(loop) for loop in self.train_loops}
+        # Innermost ones: the loops over batches (an epoch loop around them trains too). In
+        # document order, a loop holds another training loop exactly when it holds the next.
+        loops = self.train_loops
         self.step_loops: list[Loop] = [
             loop
-            for loop in self.train_loops
-            if not any(
-                other is not loop and self.index.contains(loop, other) for other in self.train_loops
-            )
+            for n, loop in enumerate(loops)
+            if n + 1 == len(loops) or not self.index.contains(loop, loops[n + 1])
         ]
 
     @classmethod
@@ -230,13 +240,33 @@ class TrainingLoops:
         return found if isinstance(found, cst.FunctionDef) else None
 
     def class_of(self, fn: cst.FunctionDef) -> cst.ClassDef | None:
+        key = id(fn)
+        if key in self._classes:
+            return self._classes[key]
         parent = self.index.enclosing(fn, cst.ClassDef, cst.FunctionDef)
-        return parent if isinstance(parent, cst.ClassDef) else None
+        found = self._classes[key] = parent if isinstance(parent, cst.ClassDef) else None
+        return found
+
+    def _named(self, name: str, cls: cst.ClassDef | None, methods: bool) -> list[cst.FunctionDef]:
+        """The functions ``name`` outside classes (``methods`` False), the methods ``name``
+        (``cls`` None) or those of ``cls``; one shared list per question."""
+        key = (name, id(cls) if cls is not None else None, methods)
+        found = self._resolved.get(key)
+        if found is None:
+            fns = self._by_name.get(name, [])
+            if not methods:
+                found = [f for f in fns if self.class_of(f) is None]
+            elif cls is None:
+                found = [f for f in fns if self.class_of(f)]
+            else:
+                found = [f for f in fns if self.class_of(f) is cls]
+            self._resolved[key] = found
+        return found
 
     def _resolve_local_call(self, call: cst.Call) -> list[cst.FunctionDef]:
         func = call.func
         if isinstance(func, cst.Name):
-            return [f for f in self._by_name.get(func.value, []) if self.class_of(f) is None]
+            return self._named(func.value, None, False)
         if (
             isinstance(func, cst.Attribute)
             and isinstance(func.value, cst.Name)
@@ -244,18 +274,18 @@ class TrainingLoops:
         ):
             caller_fn = self.function_of(call)
             caller_class = self.class_of(caller_fn) if caller_fn is not None else None
-            methods = [f for f in self._by_name.get(func.attr.value, []) if self.class_of(f)]
-            same_class = [f for f in methods if self.class_of(f) is caller_class]
-            return same_class or methods
+            if caller_class is not None:
+                same_class = self._named(func.attr.value, caller_class, True)
+                if same_class:
+                    return same_class
+            return self._named(func.attr.value, None, True)
         if isinstance(func, cst.Attribute) and func.attr.value in self._methods:
             # ``trainer.step()`` after ``trainer = Trainer(...)``, ``self.helper.update()``.
             if self._resolver is None:
                 self._resolver = self.ctx.get(ValueResolver)
             cls = self._resolver.instance_class(func.value)
             if cls is not None:
-                return [
-                    f for f in self._by_name.get(func.attr.value, []) if self.class_of(f) is cls
-                ]
+                return self._named(func.attr.value, cls, True)
         return []
 
     def local_targets(self, call: cst.Call) -> list[cst.FunctionDef]:
@@ -272,25 +302,30 @@ class TrainingLoops:
     def _closure(self, seeds: Iterable[cst.Call]) -> set[int]:
         """Functions that (transitively) contain one of ``seeds``."""
         doing: set[int] = set()
-        frontier = [self.function_of(c) for c in seeds]
+        owners = self._owners
+        frontier = [owners[id(c)] if id(c) in owners else self.function_of(c) for c in seeds]
         while frontier:
             fn = frontier.pop()
             if fn is None or id(fn) in doing:
                 continue
             doing.add(id(fn))
             for call in self.callers(fn):
-                frontier.append(self.function_of(call))
+                frontier.append(owners[id(call)])
         return doing
 
     def _calls_doing(self, call: cst.Call, doing: set[int]) -> bool:
-        return any(id(t) in doing for t in self.local_targets(call))
+        targets = self._local_calls.get(id(call))
+        return targets is not None and not doing.isdisjoint(map(id, targets))
 
     def _loop_does(self, loop: Loop, doing: set[int], direct: list[cst.Call]) -> bool:
         fn = self.function_of(loop)
+        direct_ids = self._direct_ids.get(id(direct))
+        if direct_ids is None:
+            direct_ids = self._direct_ids[id(direct)] = {id(d) for d in direct}
         for call in self.calls_in(fn):
             if not self.index.contains(loop, call):
                 continue
-            if any(call is d for d in direct) or self._calls_doing(call, doing):
+            if id(call) in direct_ids or self._calls_doing(call, doing):
                 return True
         return False
 
@@ -556,9 +591,7 @@ class TrainingLoops:
         for ancestor in self.index.ancestors(node):
             if ancestor is fn:
                 return None
-            if isinstance(ancestor, (cst.For, cst.While)) and any(
-                ancestor is loop for loop in self.train_loops
-            ):
+            if isinstance(ancestor, (cst.For, cst.While)) and id(ancestor) in self._train_loop_ids:
                 return ancestor
         return None
 
@@ -682,7 +715,7 @@ class TrainingLoops:
         child: cst.CSTNode = node
         for ancestor in self.index.ancestors(node):
             if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
-                for statement in ancestor.body:
+                for statement in self._ifs_before(ancestor, child):
                     if statement is child or self.index.contains(statement, node):
                         break
                     if (
@@ -695,6 +728,21 @@ class TrainingLoops:
                 break
             child = ancestor
         return None
+
+    def _ifs_before(
+        self, block: cst.IndentedBlock | cst.Module, child: cst.CSTNode
+    ) -> Sequence[cst.BaseStatement]:
+        """The ``if`` statements of ``block`` before its statement ``child``, in order (the
+        other statements cannot exit early): a lookup, not a scan of a long block."""
+        at = self.index.order_of(child)
+        if at is None or self.index.parent(child) is not block:
+            return block.body
+        found = self._block_ifs.get(id(block))
+        if found is None:
+            ifs = [s for s in block.body if isinstance(s, cst.If)]
+            found = self._block_ifs[id(block)] = ([self.index.order[id(s)] for s in ifs], ifs)
+        orders, ifs = found
+        return ifs[: bisect.bisect_left(orders, at)]
 
     def _exits(self, statement: cst.If, node: cst.CSTNode) -> bool:
         if statement.orelse is not None or not self.is_accumulation_guard(statement):
@@ -862,12 +910,12 @@ class TrainingLoops:
         fn = self.function_of(here)
         own = self.iteration_loop(here, fn)
         found: list[cst.Call] = []
-        for call in self.calls_in(fn):
+        for call in self.stepping_calls_in(fn):
             if call is here or self.index.contains(call, here) or self.index.contains(here, call):
                 continue
             if isinstance(scope, (cst.For, cst.While)) and not self.index.contains(scope, call):
                 continue
-            if not self.steps(call) or self.iteration_loop(call, fn) is not own:
+            if self.iteration_loop(call, fn) is not own:
                 continue
             if self.exclusive(call, here):
                 continue

@@ -17,6 +17,7 @@ follow gives ``Mode.UNKNOWN``, which rules treat as "do not report".
 
 from __future__ import annotations
 
+import bisect
 import enum
 from collections.abc import Iterator
 
@@ -75,6 +76,8 @@ class ModeTracker:
         self._parents: dict[int, list[AveragingObject]] = {}  # class id -> registered copies
         self._parent_codes: dict[str, list[AveragingObject]] = {}  # "model" in model.ema
         self._function_modes: dict[tuple[int, int], Mode | None] = {}
+        self._candidate_calls: tuple[list[int], list[cst.Call]] | None = None
+        self._sibling_starts: dict[int, list[int]] = {}  # block id -> its statements' orders
         self._collect_parents()
         for call in ctx.nodes(cst.Call):
             mode = _mode_of_call(call)
@@ -216,9 +219,8 @@ class ModeTracker:
             container = self.index.parent(current)
             siblings: list[cst.CSTNode] = []
             if isinstance(container, (cst.IndentedBlock, cst.Module)):
-                siblings = list(container.body)
-            position = next((i for i, s in enumerate(siblings) if s is current), 0)
-            for sibling in reversed(siblings[:position]):
+                siblings = self._siblings_before(container, current, obj)
+            for sibling in siblings:
                 mode = self._last_event(sibling, obj, depth)
                 if mode is not None:
                     return mode
@@ -332,13 +334,73 @@ class ModeTracker:
             if not nested:
                 yield call  # type: ignore[misc]
 
+    def _may_be_event(self, call: cst.Call) -> bool:
+        """``_event`` can answer for ``call``: a mode call on a copy, or a call of a local
+        function. Any other call never changes a copy's mode."""
+        return id(call) in self._direct or bool(self.loops.local_targets(call))
+
+    def _candidates(self) -> tuple[list[int], list[cst.Call]]:
+        """The calls that may be events, in document order, with their preorder numbers."""
+        found = self._candidate_calls
+        if found is None:
+            calls = [c for c in self.ctx.nodes(cst.Call) if self._may_be_event(c)]  # type: ignore[arg-type]
+            orders = [self.index.order[id(c)] for c in calls]
+            found = self._candidate_calls = (orders, calls)
+        return found
+
+    def _event_calls(self, node: cst.CSTNode) -> Iterator[cst.Call]:
+        """The calls of ``_calls(node)`` that may be events, in document order: looked up
+        in the module's table of candidates, so a walk over a long block stays linear."""
+        span = self.index.span(node)
+        if span is None:
+            yield from (c for c in self._calls(node) if self._may_be_event(c))
+            return
+        orders, calls = self._candidates()
+        lo = bisect.bisect_left(orders, span[0])
+        hi = bisect.bisect_right(orders, span[1])
+        for call in calls[lo:hi]:
+            if call is node or not self._nested(call, node):
+                yield call
+
+    def _nested(self, call: cst.Call, node: cst.CSTNode) -> bool:
+        """``call`` (inside ``node``) belongs to a function, lambda or class nested in it."""
+        for ancestor in self.index.ancestors(call):
+            if ancestor is node:
+                return False
+            if isinstance(ancestor, _SCOPES):
+                return True
+        return False
+
+    def _siblings_before(
+        self, container: cst.IndentedBlock | cst.Module, current: cst.CSTNode, obj: AveragingObject
+    ) -> list[cst.CSTNode]:
+        """The statements of ``container`` before ``current``, last first, that may hold an
+        event for ``obj`` (a candidate call or its creation); the others hold none."""
+        body = list(container.body)
+        span = self.index.span(container)
+        at = self.index.order_of(current)
+        if span is None or at is None:
+            position = next((i for i, s in enumerate(body) if s is current), 0)
+            return list(reversed(body[:position]))
+        firsts = self._sibling_starts.get(id(container))
+        if firsts is None:
+            order = self.index.order
+            firsts = self._sibling_starts[id(container)] = [order[id(s)] for s in body]
+        orders, _ = self._candidates()
+        marks = orders[bisect.bisect_right(orders, span[0]) : bisect.bisect_left(orders, at)]
+        creation = self.index.order_of(obj.creation)
+        if creation is not None and span[0] < creation < at:
+            marks = [*marks, creation]
+        held = {bisect.bisect_right(firsts, mark) - 1 for mark in marks}
+        return [body[i] for i in sorted(held, reverse=True) if i >= 0]
+
     def _last_event(self, node: cst.CSTNode, obj: AveragingObject, depth: int) -> Mode | None:
         """The mode the last event for ``obj`` inside ``node`` leaves it in, if any (its
         creation counts as an event: the initial mode)."""
         found: Mode | None = None
         if self.index.contains(node, obj.creation):
             found = self.initial_mode(obj)
-        for call in self._calls(node):
+        for call in self._event_calls(node):
             mode = self._event(call, obj, depth)
             if mode is not None:
                 found = mode
@@ -350,7 +412,7 @@ class ModeTracker:
         """The last event for ``obj`` in ``loop``'s body after ``node``: what the previous
         iteration left the copy in."""
         found: Mode | None = None
-        for call in self._calls(loop.body):
+        for call in self._event_calls(loop.body):
             if not self.index.is_before(node, call) or self.index.contains(call, node):
                 continue
             mode = self._event(call, obj, depth)
@@ -394,7 +456,7 @@ class ModeTracker:
             return self._function_modes[key]
         self._function_modes[key] = None  # cycle guard
         found: Mode | None = None
-        for call in self._calls(fn.body):
+        for call in self._event_calls(fn.body):
             mode = self._event(call, obj, depth)
             if mode is not None:
                 found = mode
