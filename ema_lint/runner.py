@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import dependencies
-from .analysis.project.admission import about_averaging, imported_files, imports_averaging
+from .analysis.project.admission import about_averaging, imports, imports_averaging
 from .cache import Cache, StatIndex, content_hash, portable, settings_key
 from .config import Settings
 from .decoding import text_for_matching
@@ -217,9 +217,10 @@ def _settle(
     if file_settings.prefilter and python:
         prefilter = _prefilter(file_settings)
         if not prefilter.matches(text_for_matching(data)):
-            imported = imported_files(display, data)
-            if not about_averaging(imported):
-                return FileOutcome(display), _skip_verdict(prefilter.fingerprint, imported)
+            consulted: list[str] = []
+            if not about_averaging(imports(display, data), consulted):
+                files = list(dict.fromkeys(consulted))
+                return FileOutcome(display), _skip_verdict(prefilter.fingerprint, files)
     if cache is None:
         return None, None
     digest = content_hash(data)

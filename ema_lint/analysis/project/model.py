@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
@@ -45,6 +44,7 @@ from ema_lint.analysis.syntax.names import ImportTable, dotted_name
 from ema_lint.analysis.syntax.values import ValueResolver
 
 from . import resolution
+from .admission import definition, reexports
 from .resolution import ModuleFile
 from .summaries import (
     ClassSummary,
@@ -212,21 +212,10 @@ def defines_relevant(data: bytes, name: str) -> bool:
     """``data`` defines ``name`` at the top level with averaging or step evidence in the
     definition (its decorators included), or imports ``name`` (a re-export). A byte scan
     that saves summarising the modules a file imports for other things."""
-    word = re.escape(name.encode())
-    found = re.search(rb"^(?:class|def|async[ \t]+def)[ \t]+" + word + rb"\b", data, re.MULTILINE)
-    if found is None:
-        return (
-            re.search(rb"^[ \t]*(?:from|import)\b[^\n]*\b" + word + rb"\b", data, re.MULTILINE)
-            is not None
-        )
-    start = data.rfind(b"\n\n", 0, found.start())
-    following = _TOP_LEVEL.search(data, found.end())
-    end = following.start() if following is not None else len(data)
-    body = data[max(start, 0) : end]
+    body = definition(data, name)
+    if body is None:
+        return reexports(data, name)
     return any(token in body for token in _RELEVANT)
-
-
-_TOP_LEVEL = re.compile(rb"^[^\s#)\]}]", re.MULTILINE)
 
 
 # Evidence for messages ------------------------------------------------------------------------
