@@ -35,6 +35,8 @@ _RUNNERS = ("trainer", "runner")
 _SAMPLING = {"sample", "generate", "predict", "infer", "decode"}
 # Methods that turn an output into host data.
 _TO_HOST = {"cpu", "numpy", "item", "tolist"}
+# Attributes of a wrapper that hold the averaged model (``ema.module(x)`` runs it).
+_INNER_MODELS = {"module", "ema", "ema_model", "averaged_model", "model", "shadow"}
 
 
 @dataclass(frozen=True, eq=False)
@@ -191,6 +193,12 @@ class EvaluationSites:
         obj = self._object(func)
         if obj is None:
             return
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value not in _INNER_MODELS
+            and self.objects.for_expression(func.value) is obj
+        ):
+            return  # a method of the copy (``ema.to(...)``), not a call of the model
         if not (sampling or self._output_to_host(call) or self.loops.is_validation_context(call)):
             return
         if (sampling or not self.loops.is_validation_context(call)) and call in (
