@@ -227,10 +227,11 @@ def test_eval_removed() -> None:
 
 @pytest.mark.parametrize(("op", "tail"), [("copy-on-cpu", ".cpu()"), ("copy-to-cpu", '.to("cpu")')])
 def test_copy_on_cpu(op: str, tail: str) -> None:
+    # Only the copy made where the model trains on a device (run() moves batches to it):
+    # a copy put on the CPU in a function that never touches an accelerator is no bug.
     ms = _mutants(op, HAND)
-    assert [m.lines for m in ms] == [(6,), (17,)]
-    assert f"copy.deepcopy(model).eval(){tail}" in ms[0].code
-    assert f"ema_model = copy.deepcopy(model){tail}\n" in ms[1].code
+    assert [m.lines for m in ms] == [(17,)]
+    assert f"ema_model = copy.deepcopy(model){tail}\n" in ms[0].code
 
 
 def test_copy_of_ddp() -> None:

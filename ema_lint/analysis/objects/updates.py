@@ -758,7 +758,7 @@ class InPlaceUpdates:
         value = node.value
         if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
             for bare, term in ((value.left, value.right), (value.right, value.left)):
-                if not self._same(bare, target) or not isinstance(strip_tensor(bare), cst.Name):
+                if not isinstance(strip_tensor(bare), cst.Name) or not self._same(bare, target):
                     continue
                 terms = _terms(term)
                 decay = self._scaled_before(node, target)

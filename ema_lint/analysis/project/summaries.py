@@ -210,6 +210,10 @@ def _params(function: cst.FunctionDef, skip_self: bool) -> tuple[list[str], list
     return params, kwonly, isinstance(function.params.star_kwarg, cst.Param)
 
 
+def _above_one(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 1
+
+
 def _all_params(function: cst.FunctionDef) -> list[cst.Param]:
     p = function.params
     return [*p.posonly_params, *p.params, *p.kwonly_params]
@@ -513,9 +517,16 @@ class _Extractor:
                     side = "decay" if side == "momentum" else "momentum"
                 expanded = self._expand(expr, init)
                 names = [n for n in expanded if n in init_params and n != "self"]
-                if not names:
+                # A parameter whose default is above one is a horizon (a ramp's tau, a
+                # half-life in steps), never the weight, unless it is named as a weight.
+                weights = [
+                    n
+                    for n in names
+                    if n in _WEIGHT_WORDS or not _above_one(self._literal(init_params[n].default))
+                ]
+                if not weights:
                     continue
-                weight = next((n for n in names if n in _WEIGHT_WORDS), names[0])
+                weight = next((n for n in weights if n in _WEIGHT_WORDS), weights[0])
                 summary.weight = weight
                 summary.side = side
                 default = self._literal(init_params[weight].default)
