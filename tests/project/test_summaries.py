@@ -164,3 +164,24 @@ def test_a_summary_is_plain_json_and_reads_back() -> None:
     summary = _summary(MODEL_EMA)
     text = json.dumps(summary.to_json())
     assert ModuleSummary.from_json(json.loads(text)) == summary
+
+
+def test_a_call_passing_two_objects_gives_both_records_its_line() -> None:
+    """One call recorded once per averaging argument: every record has the call's line (a
+    message citing the caller in another file must not say ``main.py:0``)."""
+    source = textwrap.dedent(
+        """\
+        from timm.utils import ModelEmaV2
+        from engine import train_one_epoch
+
+
+        def main(model, loader, optimizer):
+            model_ema = ModelEmaV2(model, decay=0.9998)
+            train_one_epoch(model, loader, optimizer, model_ema)
+            train_one_epoch(model, loader, optimizer, model_ema)
+        """
+    )
+    summary = summarize(cst.parse_module(source), "main.py")
+    lines = sorted(c.line for c in summary.calls)
+    assert lines and set(lines) <= {7, 8} and 8 in lines
+    assert all(c.line for c in summary.calls)

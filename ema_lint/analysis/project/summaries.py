@@ -267,11 +267,14 @@ class _Extractor:
         for found in (*definitions.values(), *calls.values()):
             found.sort()
         seen: dict[str, int] = {}
+        nth: dict[int, int] = {}  # a call recorded once per averaging argument: one place
         for record, node in self._pending:
             if isinstance(node, cst.Call):
                 key = self._code(node.func)
-                index = seen.get(key, 0)
-                seen[key] = index + 1
+                index = nth.get(id(node))
+                if index is None:
+                    index = nth[id(node)] = seen.get(key, 0)
+                    seen[key] = index + 1
                 found = calls.get(key, [])
                 if index < len(found):
                     record.line = found[index] // 100_000
