@@ -203,10 +203,7 @@ def _name_relevant_uncached(
     for imported in _imports_of(path, data):
         if imported.names is None or name in imported.names:
             consulted.append(imported.path)
-            if imported.names is None:
-                if _name_relevant(imported.path, name, consulted, depth + 1):
-                    return True
-            elif _name_relevant(imported.path, name, consulted, depth + 1):
+            if _name_relevant(imported.path, name, consulted, depth + 1):
                 return True
     return False
 
