@@ -8,6 +8,7 @@ from ..analysis.objects.apis import Role, Side, semantics_table
 from ..analysis.objects.averaging import Use
 from ..analysis.objects.horizon import describe_decay, float_literal, format_number
 from ..analysis.objects.triggers import UPDATE_EVIDENCE
+from ..analysis.syntax.test_code import JUDGE_TESTS, TestCode
 from ..analysis.training.decays import (
     DecaySetting,
     DecaySettings,
@@ -93,6 +94,15 @@ class DecayOutOfRange(Rule):
     The lower bound always applies: an evaluation EMA over a few hundred steps is barely
     smoother than the live weights, whatever the run.
 
+    ## Unit tests
+    A unit test of an EMA picks a decay such as 0.5 or 0.9 so that a few updates move the
+    average visibly; that value says nothing about a training run. Values written in test
+    code (a ``test_*`` function, a ``Test*``/``unittest.TestCase`` class or a pytest fixture
+    of a module pytest would collect: ``test_*.py``, ``*_test.py``, ``conftest.py``, or any
+    module under a ``tests/`` folder) are not judged. A ``def test(model)`` evaluation pass of
+    a training script, or a ``test.py`` script, is not test code. Set ``judge-tests = true``
+    to judge test code too.
+
     ## Fix
     Unsafe (applied with `--unsafe-fixes`): the value is replaced by the nearest bound of
     the range, written in the argument's own semantics and per update (so an interval is
@@ -157,6 +167,7 @@ class DecayOutOfRange(Rule):
             minimum=0.0,
             maximum=1.0,
         ),
+        JUDGE_TESTS,
     )
 
     @classmethod
@@ -177,6 +188,10 @@ class DecayOutOfRange(Rule):
             return
         if setting.obj is not None and setting.obj.weight_reassigned:
             return
+        if not self.settings["judge-tests"] and self.ctx.get(TestCode).holds(
+            setting.bound.call, setting.node
+        ):
+            return  # a value picked to make a unit test's few updates observable
         if setting.unused_default:
             return  # a helper's default no call here uses: judged where a call leaves it
         node = setting.node if setting.node is not None else setting.interval_expr
