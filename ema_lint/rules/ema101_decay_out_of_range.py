@@ -31,7 +31,12 @@ class DecayOutOfRange(Rule):
       the weight on the new value and are converted (``1 - momentum``);
     - **where it is written**: through constants, arithmetic, argparse defaults,
       dataclass fields, config dicts, function defaults and the arguments callers pass,
-      and in mmengine config dicts (``dict(type='EMAHook', momentum=...)``);
+      and in mmengine config dicts (``dict(type='EMAHook', momentum=...)``). The finding
+      is reported on the literal itself when it is written in another statement of the
+      module (the constant, the argparse default), where the fix edits it and where a
+      suppression comment goes; the call that uses it is given as a related location
+      (``related`` in JSON, ``relatedLocations`` in SARIF, related information in the
+      editor). The same holds for EMA102, EMA103 and EMA104;
     - **per optimizer step**: an object that averages only every k-th step
       (``update_every``, ``interval``, ``every_n_steps``, ``update_every_n_steps``, or an
       ``if step % k == 0:`` around its update) has a per-step decay of ``D ** (1/k)``;
@@ -194,7 +199,7 @@ class DecayOutOfRange(Rule):
             return  # a value picked to make a unit test's few updates observable
         if setting.unused_default:
             return  # a helper's default no call here uses: judged where a call leaves it
-        node = setting.node if setting.node is not None else setting.interval_expr
+        node, related = settings.placement(setting, setting.interval_expr)
         decay = setting.decay
         step = setting.step_decay
         if node is None or decay is None or step is None:
@@ -218,7 +223,12 @@ class DecayOutOfRange(Rule):
                 return
             if not teacher and step < self._unknown_run_bound(high):
                 return  # within the recipes of long runs (0.99993-0.99998 per step)
-        self.report(node, self._message(setting, step, low, high), self._fix(setting, low, high))
+        self.report(
+            node,
+            self._message(setting, step, low, high),
+            self._fix(setting, low, high),
+            related=related,
+        )
 
     def _unknown_run_bound(self, high: float) -> float:
         """The per-step decay from which a value above ``max`` is reported when the run

@@ -150,7 +150,7 @@ class HorizonExceedsTraining(Rule):
             span = horizon(end_decay) * span_factor
             if span <= total * fraction:
                 continue
-            node = setting.node if setting.node is not None else setting.interval_expr
+            node, related = settings.placement(setting, setting.interval_expr)
             ramp = ""
             if setting.ramp is not None:
                 ramp = f", the warmup reaching a decay of {end_decay:.6g} by the end"
@@ -163,4 +163,5 @@ class HorizonExceedsTraining(Rule):
                 f"{fraction * 100:.0f}% of the {format_count(run.steps)}-{run.unit[:-1]} run "
                 f"({run.via}): about {share:.0f}% of the final average is still the initial "
                 "weights",
+                related=related,
             )
