@@ -57,6 +57,12 @@ RULES = (
                 minimum=0.0,
                 maximum=1.0,
             ),
+            Option(
+                name="judge-tests",
+                type=bool,
+                default=False,
+                description="Judge values written in unit tests (test functions of test modules).",
+            ),
         ),
         triggers=(
             identifier("EMAHook"),
@@ -591,6 +597,12 @@ RULES = (
                 description="Largest accepted horizon, as a fraction of the run's steps.",
                 minimum=0.0,
                 maximum=1.0,
+            ),
+            Option(
+                name="judge-tests",
+                type=bool,
+                default=False,
+                description="Judge values written in unit tests (test functions of test modules).",
             ),
         ),
         triggers=(

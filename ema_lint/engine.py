@@ -313,6 +313,7 @@ def _place(
             wanted.append(statement)
         if report.fix is not None:
             wanted.extend(e.target for e in report.fix.edits if e.target is not None)
+        wanted.extend(node for node, _ in report.related)
     notes = _project_notes(ctx)
     positions = PositionTable(
         ctx.module, wanted, _source_text(analysis.data, ctx.module), ctx.index
@@ -320,7 +321,7 @@ def _place(
     analysis.positions = positions
     noqa = NoqaFilter(positions.lines) if settings.noqa else None
     result: list[Diagnostic] = []
-    seen: set[tuple[str, int, int, str]] = set()
+    seen: dict[tuple[str, int, int, str], Diagnostic] = {}
     # Reports on suppression comments (EMA910) are judged last, once every other finding
     # has been matched against the comments: they stand only for tokens that silenced none.
     ordered = [r for r in pending if r.noqa_token is None]
@@ -337,24 +338,36 @@ def _place(
             continue
         key = (rule.code, start.line, start.column, report.message)
         if key in seen:
+            if report.related:  # one literal used by several calls: one finding, every use
+                merged = seen[key]
+                extra = tuple(
+                    Related(ctx.path, positions.range(node)[0].line, note)
+                    for node, note in report.related
+                )
+                merged.related = tuple(dict.fromkeys((*merged.related, *extra)))
             continue
-        seen.add(key)
         message, related = report.message, ()
         if notes and statement is not None:
             message, related = _cite(ctx, statement, report.message, notes)
-        result.append(
-            Diagnostic(
-                rule.code,
-                rule.name,
-                message,
-                ctx.path,
-                start,
-                end,
-                fix=report.fix,
-                statement_line=statement_line,
-                related=related,
+        if report.related:
+            here = tuple(
+                Related(ctx.path, positions.range(node)[0].line, note)
+                for node, note in report.related
             )
+            related = here + tuple(related)
+        diagnostic = Diagnostic(
+            rule.code,
+            rule.name,
+            message,
+            ctx.path,
+            start,
+            end,
+            fix=report.fix,
+            statement_line=statement_line,
+            related=related,
         )
+        seen[key] = diagnostic
+        result.append(diagnostic)
     return result
 
 

@@ -37,6 +37,9 @@ class PendingReport:
     # Set by ``report_unused_suppression``: the report stands only if this token of the
     # suppression comment on the node's line silenced no finding (judged after the others).
     noqa_token: str | None = None
+    # Other places of the same module the finding rests on, each with what it is there
+    # (SARIF relatedLocations): e.g. the call that uses a value reported where it is written.
+    related: tuple[tuple[cst.CSTNode, str], ...] = ()
 
 
 class Rule:
@@ -68,9 +71,16 @@ class Rule:
             self.settings.update(settings)
         self.reports: list[PendingReport] = []
 
-    def report(self, node: cst.CSTNode, message: str, fix: Fix | None = None) -> None:
-        """Record a finding on ``node`` (its range is the finding's range)."""
-        self.reports.append(PendingReport(self, node, message, fix))
+    def report(
+        self,
+        node: cst.CSTNode,
+        message: str,
+        fix: Fix | None = None,
+        related: Sequence[tuple[cst.CSTNode, str]] = (),
+    ) -> None:
+        """Record a finding on ``node`` (its range is the finding's range); ``related`` are
+        other nodes of the module it rests on, each with a short note of what it is."""
+        self.reports.append(PendingReport(self, node, message, fix, related=tuple(related)))
 
     def report_unused_suppression(
         self, comment: cst.CSTNode, token: str, message: str, fix: Fix | None = None

@@ -58,6 +58,9 @@ def diagnostic_to_dict(d: Diagnostic) -> dict[str, Any]:
         "noqa_line": d.statement_line or d.start.line,
         "url": rule_url(d.code),
         "fix": fix,
+        # Other places the finding rests on: the use of a value reported where it is
+        # written, the class or caller another file told of.
+        "related": [{"path": r.path, "line": r.line, "message": r.message} for r in d.related],
     }
 
 

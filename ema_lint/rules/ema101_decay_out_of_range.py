@@ -8,6 +8,7 @@ from ..analysis.objects.apis import Role, Side, semantics_table
 from ..analysis.objects.averaging import Use
 from ..analysis.objects.horizon import describe_decay, float_literal, format_number
 from ..analysis.objects.triggers import UPDATE_EVIDENCE
+from ..analysis.syntax.test_code import JUDGE_TESTS, TestCode
 from ..analysis.training.decays import (
     DecaySetting,
     DecaySettings,
@@ -30,7 +31,12 @@ class DecayOutOfRange(Rule):
       the weight on the new value and are converted (``1 - momentum``);
     - **where it is written**: through constants, arithmetic, argparse defaults,
       dataclass fields, config dicts, function defaults and the arguments callers pass,
-      and in mmengine config dicts (``dict(type='EMAHook', momentum=...)``);
+      and in mmengine config dicts (``dict(type='EMAHook', momentum=...)``). The finding
+      is reported on the literal itself when it is written in another statement of the
+      module (the constant, the argparse default), where the fix edits it and where a
+      suppression comment goes; the call that uses it is given as a related location
+      (``related`` in JSON, ``relatedLocations`` in SARIF, related information in the
+      editor). The same holds for EMA102, EMA103 and EMA104;
     - **per optimizer step**: an object that averages only every k-th step
       (``update_every``, ``interval``, ``every_n_steps``, ``update_every_n_steps``, or an
       ``if step % k == 0:`` around its update) has a per-step decay of ``D ** (1/k)``;
@@ -92,6 +98,15 @@ class DecayOutOfRange(Rule):
 
     The lower bound always applies: an evaluation EMA over a few hundred steps is barely
     smoother than the live weights, whatever the run.
+
+    ## Unit tests
+    A unit test of an EMA picks a decay such as 0.5 or 0.9 so that a few updates move the
+    average visibly; that value says nothing about a training run. Values written in test
+    code (a ``test_*`` function, a ``Test*``/``unittest.TestCase`` class or a pytest fixture
+    of a module pytest would collect: ``test_*.py``, ``*_test.py``, ``conftest.py``, or any
+    module under a ``tests/`` folder) are not judged. A ``def test(model)`` evaluation pass of
+    a training script, or a ``test.py`` script, is not test code. Set ``judge-tests = true``
+    to judge test code too.
 
     ## Fix
     Unsafe (applied with `--unsafe-fixes`): the value is replaced by the nearest bound of
@@ -157,6 +172,7 @@ class DecayOutOfRange(Rule):
             minimum=0.0,
             maximum=1.0,
         ),
+        JUDGE_TESTS,
     )
 
     @classmethod
@@ -177,9 +193,13 @@ class DecayOutOfRange(Rule):
             return
         if setting.obj is not None and setting.obj.weight_reassigned:
             return
+        if not self.settings["judge-tests"] and self.ctx.get(TestCode).holds(
+            setting.bound.call, setting.node
+        ):
+            return  # a value picked to make a unit test's few updates observable
         if setting.unused_default:
             return  # a helper's default no call here uses: judged where a call leaves it
-        node = setting.node if setting.node is not None else setting.interval_expr
+        node, related = settings.placement(setting, setting.interval_expr)
         decay = setting.decay
         step = setting.step_decay
         if node is None or decay is None or step is None:
@@ -203,7 +223,12 @@ class DecayOutOfRange(Rule):
                 return
             if not teacher and step < self._unknown_run_bound(high):
                 return  # within the recipes of long runs (0.99993-0.99998 per step)
-        self.report(node, self._message(setting, step, low, high), self._fix(setting, low, high))
+        self.report(
+            node,
+            self._message(setting, step, low, high),
+            self._fix(setting, low, high),
+            related=related,
+        )
 
     def _unknown_run_bound(self, high: float) -> float:
         """The per-step decay from which a value above ``max`` is reported when the run

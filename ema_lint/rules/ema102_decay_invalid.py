@@ -75,10 +75,16 @@ class DecayInvalid(Rule):
         )
 
     def finish(self) -> None:
-        for setting in self.ctx.get(DecaySettings).settings:
+        settings = self.ctx.get(DecaySettings)
+        for setting in settings.settings:
             problem = self._problem(setting)
             if problem is not None and setting.expr is not None:
-                self.report(setting.node or setting.expr, f"{describe_value(setting)} {problem}")
+                node, related = settings.placement(setting, setting.expr)
+                self.report(
+                    node,  # type: ignore[arg-type]
+                    f"{describe_value(setting)} {problem}",
+                    related=related,
+                )
 
     @staticmethod
     def _problem(setting: DecaySetting) -> str | None:

@@ -93,9 +93,16 @@ class DecaySemanticsSwapped(Rule):
         )
 
     def finish(self) -> None:
-        for setting in self.ctx.get(DecaySettings).settings:
+        settings = self.ctx.get(DecaySettings)
+        for setting in settings.settings:
             if self._swapped(setting):
-                self.report(setting.node, self._message(setting), self._fix(setting))  # type: ignore[arg-type]
+                node, related = settings.placement(setting)
+                self.report(
+                    node,  # type: ignore[arg-type]
+                    self._message(setting),
+                    self._fix(setting),
+                    related=related,
+                )
 
     @staticmethod
     def _swapped(setting: DecaySetting) -> bool:

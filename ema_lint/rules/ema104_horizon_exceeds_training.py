@@ -8,6 +8,7 @@ from ..analysis.objects.apis import semantics_table
 from ..analysis.objects.averaging import Use
 from ..analysis.objects.horizon import format_count, half_life, horizon
 from ..analysis.objects.triggers import UPDATE_EVIDENCE
+from ..analysis.syntax.test_code import JUDGE_TESTS, TestCode
 from ..analysis.training.decays import DecaySettings, describe_interval, describe_value
 from ..diagnostics import FixAvailability
 from ..rule import Option, Rule
@@ -77,6 +78,11 @@ class HorizonExceedsTraining(Rule):
                 ema.update(model)
     ```
 
+    ## Unit tests
+    As for EMA101, the few updates of a unit test (a ``test_*`` function or test class of a
+    test module) are the test's harness, not a training run, and are not judged; set
+    ``judge-tests = true`` to judge them.
+
     ## Fix
     None: choose a decay whose horizon is a small part of the run (for a run of T steps,
     ``1 - 1 / (T * fraction / 3)`` or lower), or express the horizon as a half-life.
@@ -98,6 +104,7 @@ class HorizonExceedsTraining(Rule):
             minimum=0.0,
             maximum=1.0,
         ),
+        JUDGE_TESTS,
     )
 
     @classmethod
@@ -120,6 +127,10 @@ class HorizonExceedsTraining(Rule):
                 continue
             if setting.unused_default:
                 continue
+            if not self.settings["judge-tests"] and self.ctx.get(TestCode).holds(
+                setting.bound.call, setting.node
+            ):
+                continue  # a unit test's run is the test harness, its horizon deliberate
             if setting.decay is None or not 0.5 <= setting.decay < 1.0:
                 continue
             run = settings.run_length(setting)
@@ -139,7 +150,7 @@ class HorizonExceedsTraining(Rule):
             span = horizon(end_decay) * span_factor
             if span <= total * fraction:
                 continue
-            node = setting.node if setting.node is not None else setting.interval_expr
+            node, related = settings.placement(setting, setting.interval_expr)
             ramp = ""
             if setting.ramp is not None:
                 ramp = f", the warmup reaching a decay of {end_decay:.6g} by the end"
@@ -152,4 +163,5 @@ class HorizonExceedsTraining(Rule):
                 f"{fraction * 100:.0f}% of the {format_count(run.steps)}-{run.unit[:-1]} run "
                 f"({run.via}): about {share:.0f}% of the final average is still the initial "
                 "weights",
+                related=related,
             )

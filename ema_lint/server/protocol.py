@@ -145,7 +145,24 @@ class EmaLintServer(LanguageServer):
             code_description=types.CodeDescription(href=DOCS_URL.format(code=d.code)),
             source=SOURCE,
             data={"name": d.name},
+            related_information=self.related(linted, d) or None,
         )
+
+    def related(self, linted: Linted, d: Any) -> list[types.DiagnosticRelatedInformation]:
+        """The places the finding rests on (a value's use, another file's class)."""
+        own = path_of(linted.uri)
+        found = []
+        for r in d.related:
+            same = own is None or Path(r.path) == own  # an unsaved buffer: itself
+            uri = linted.uri if same else Path(r.path).resolve().as_uri()
+            at = types.Position(max(r.line - 1, 0), 0)
+            found.append(
+                types.DiagnosticRelatedInformation(
+                    location=types.Location(uri=uri, range=types.Range(at, at)),
+                    message=r.message,
+                )
+            )
+        return found
 
     def edit(self, linted: Linted, new_text: str | None) -> types.WorkspaceEdit | None:
         if new_text is None:

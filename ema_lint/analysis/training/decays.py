@@ -185,6 +185,34 @@ class DecaySettings:
         creation = obj.creation if obj is not None else setting.bound.call
         return lengths.for_updates(updates, creation)
 
+    def placement(
+        self, setting: DecaySetting, fallback: cst.BaseExpression | None = None
+    ) -> tuple[cst.BaseExpression | None, tuple[tuple[cst.CSTNode, str], ...]]:
+        """Where a finding on ``setting``'s value goes, and the use it rests on.
+
+        The value is reported where its literal is written when that is another statement
+        of this module (the argparse default, the constant, the config entry), so the fix
+        and the reader land in one place; the call that uses it is the related location.
+        Otherwise (the literal is at the call, or not in this module) at the use."""
+        node = setting.node if setting.node is not None else fallback
+        if node is None or setting.definition or setting.site is not None:
+            return node, ()
+        literal = setting.value.origin if setting.value is not None else None
+        index = self.ctx.index
+        if literal is None or literal is node or index.order_of(literal) is None:
+            return node, ()
+        use = index.statement(node)
+        if use is None or index.statement(literal) is use:
+            return node, ()
+        if isinstance(use, cst.SimpleStatementLine) and len(use.body) == 1:
+            use_node: cst.CSTNode = use.body[0]
+        else:
+            use_node = node
+        note = " ".join(_code(use_node).split())
+        if len(note) > 80:
+            note = note[:77] + "..."
+        return literal, ((node, f"used here: {note}"),)
+
     # Building ----------------------------------------------------------------------------------
     def _setting(self, bound: BoundCall, objects: AveragingObjects | None) -> DecaySetting | None:
         spec = bound.averaging
