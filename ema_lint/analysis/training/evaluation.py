@@ -257,7 +257,10 @@ class EvaluationSites:
         code = self.ctx.code(swap.model)
         scope = swap.function if swap.function is not None else self.ctx.module
         for call in self.index.descendants(scope, cst.Call):
-            if not swap.holds(self.index, call) or self.loops.function_of(call) is not swap.function:
+            if (
+                not swap.holds(self.index, call)
+                or self.loops.function_of(call) is not swap.function
+            ):
                 continue
             found = self._swapped_use(call, code)
             if found is None:

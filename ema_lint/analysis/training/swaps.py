@@ -32,6 +32,7 @@ import libcst as cst
 
 from ema_lint.analysis.objects.averaging import AveragingObject, AveragingObjects
 from ema_lint.analysis.syntax.context import FileContext
+from ema_lint.analysis.syntax.index import ModuleIndex
 from ema_lint.analysis.syntax.names import dotted_name
 from ema_lint.analysis.training.framework import FrameworkHooks
 from ema_lint.analysis.training.loops import TrainingLoops
@@ -66,7 +67,7 @@ class SwapIn:
     restore: cst.Call | None = None  # the first restore after it in the same function
     block: cst.With | None = None  # ``with ema.average_parameters():``
 
-    def holds(self, index, node: cst.CSTNode) -> bool:  # noqa: ANN001 - ModuleIndex
+    def holds(self, index: ModuleIndex, node: cst.CSTNode) -> bool:
         """``node`` runs while the live model holds the average."""
         if self.block is not None:
             return index.contains(self.block.body, node)
