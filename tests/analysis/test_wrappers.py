@@ -53,3 +53,39 @@ def test_inline_wrapper_call() -> None:
     [call] = [c for c in ctx.nodes(cst.Call) if ctx.code(c.func) == "probe"]
     found = ctx.get(ModelWrappers).wrapped_at(call.args[0].value, call)
     assert found.wrapper == "torch.compile" and found.assignment is None
+
+
+def test_a_function_of_the_module_that_returns_the_model_wrapped() -> None:
+    import libcst as cst
+
+    from ema_lint.analysis.objects.wrappers import ModelWrappers
+    from tests.analysis.helpers import context
+
+    source = """
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+def maybe(model, args):
+    if args.distributed:
+        model = DDP(model)
+    return model
+
+def always(model):
+    return DDP(model)
+
+def inner(model):
+    return DDP(model).module
+
+def main(net, args):
+    a = maybe(net, args)
+    b = always(net)
+    c = inner(net)
+    probe(a, b, c)
+"""
+    ctx = context(source)
+    wrappers = ctx.get(ModelWrappers)
+    [call] = [c for c in ctx.nodes(cst.Call) if ctx.code(c.func) == "probe"]
+    a, b, c = (arg.value for arg in call.args)
+    first, second = wrappers.wrapped_at(a, call), wrappers.wrapped_at(b, call)
+    assert first is not None and first.wrapper == "DistributedDataParallel" and first.conditional
+    assert second is not None and not second.conditional
+    assert wrappers.wrapped_at(c, call) is None

@@ -5,7 +5,10 @@ Wrapping rebinds the name (``model = DDP(model)``, ``model, opt = accelerator.pr
 opt)``), so the question is flow-sensitive: an EMA copied before the wrapping copies the
 bare model, one copied after copies the wrapper. The last assignment to the same name (or
 ``self.`` attribute) before the point, in the same function, decides; an assignment inside a
-branch or loop that does not also hold the point may not have run (``conditional``).
+branch or loop that does not also hold the point may not have run (``conditional``). An
+assignment from a call of a function of the module that returns the model wrapped
+(``model = wrap_model(model, args)``) wraps it too, conditionally when some path of that
+function returns it bare.
 """
 
 from __future__ import annotations
@@ -79,8 +82,11 @@ class ModelWrappers:
                 return "accelerator.prepare", func.value
         return None
 
-    def wrapped_at(self, expr: cst.BaseExpression, at: cst.CSTNode) -> Wrapping | None:
-        """The wrapping ``expr`` holds when ``at`` runs, if it holds a wrapped model."""
+    def wrapped_at(
+        self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0
+    ) -> Wrapping | None:
+        """The wrapping ``expr`` holds when ``at`` runs, if it holds a wrapped model (also
+        one a function of the module returns)."""
         found = self.wrapper_call(expr)
         if found is not None:
             assert isinstance(expr, cst.Call)
@@ -101,17 +107,59 @@ class ModelWrappers:
         assign, value = last
         if value is None:
             return None
-        found = self.wrapper_call(value)
-        if found is None:
-            return None
-        assert isinstance(value, cst.Call)
         conditional = any(
             isinstance(a, _BRANCHES)
             and not self.index.contains(a, at)
             and not isinstance(a, cst.With)
             for a in self._ancestors_within(assign, scope)
         )
+        found = self.wrapper_call(value)
+        if found is None:
+            inner = self._returned_wrapping(value, depth)
+            if inner is None:
+                return None
+            return Wrapping(
+                inner.wrapper, inner.call, assign, conditional or inner.conditional, None
+            )
+        assert isinstance(value, cst.Call)
         return Wrapping(found[0], value, assign, conditional, found[1])
+
+    def _returned_wrapping(self, value: cst.BaseExpression, depth: int) -> Wrapping | None:
+        """``model = setup_ddp(model, args)``: a function of the module that returns the
+        model wrapped (``return DDP(model)``, or ``model = DDP(model)`` under ``if
+        args.distributed:`` then ``return model``). The wrapping is conditional unless every
+        ``return`` of the function gives a wrapped model unconditionally."""
+        if depth >= 2 or not isinstance(value, cst.Call) or not isinstance(value.func, cst.Name):
+            return None
+        name = value.func.value
+        functions = [
+            f
+            for f in self.ctx.nodes(cst.FunctionDef)
+            if f.name.value == name
+            and self.index.enclosing(f, cst.ClassDef, cst.FunctionDef) is None
+        ]
+        if len(functions) != 1:
+            return None
+        fn = functions[0]
+        returns = [
+            r
+            for r in self.index.descendants(fn, cst.Return)
+            if self.index.enclosing(r, cst.FunctionDef) is fn
+        ]
+        if not returns or any(r.value is None for r in returns):  # type: ignore[attr-defined]
+            return None
+        found: list[Wrapping | None] = [
+            self.wrapped_at(r.value, r, depth + 1)  # type: ignore[attr-defined]
+            for r in returns
+        ]
+        wrapped = [w for w in found if w is not None]
+        if not wrapped or len({w.wrapper for w in wrapped}) != 1:
+            return None
+        if any(w.wrapper == "accelerator.prepare" for w in wrapped):
+            return None  # the accelerator is the function's; unwrap_model is not reachable
+        conditional = len(wrapped) < len(found) or any(w.conditional for w in wrapped)
+        first = wrapped[0]
+        return Wrapping(first.wrapper, first.call, first.assignment, conditional)
 
     def _assignments(self) -> dict[int, list[cst.Assign]]:
         """Assignments by the id of their function (``id(None)`` at module level)."""
