@@ -2313,6 +2313,15 @@ RULES = (
                     b"MovingAverage",
                 ),
             ),
+            (
+                (b"restore",),
+                (
+                    b".apply_shadow(",
+                    b".copy_to(",
+                    b".swap(",
+                    b".swap_in(",
+                ),
+            ),
         ),
     ),
     RuleInfo(

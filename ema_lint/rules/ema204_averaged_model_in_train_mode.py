@@ -8,7 +8,7 @@ from ..analysis.objects.averaging import AveragingObjects
 from ..analysis.objects.triggers import OBJECT_EVIDENCE
 from ..analysis.training.evaluation import Evaluation, EvaluationSites
 from ..analysis.training.modes import Mode, ModeTracker
-from ..analysis.training.swaps import WeightSwaps
+from ..analysis.training.swaps import LOCAL_SWAP_METHODS, WeightSwaps
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
 from ..statement_edits import call_statement
@@ -40,8 +40,9 @@ class AveragedModelInTrainMode(Rule):
       validation hooks run in eval mode and are fine).
 
     Averaged weights swapped into the live model (``ema.store(...)`` +
-    ``ema.copy_to(model.parameters())``, ``ema.copy_to(...)`` alone, a project class's
-    ``ema.apply_shadow()``, ``with ema.average_parameters():``) are evaluated in the live
+    ``ema.copy_to(model.parameters())``, ``ema.copy_to(...)`` alone, ``ema.apply_shadow()``
+    of a swap class of the module or of the project, ``with ema.average_parameters():``)
+    are evaluated in the live
     model's mode. Many correct scripts put that model in eval mode in code written
     elsewhere, so this is reported only where the code itself put the model in train mode
     and nothing switches it: a ``model.train()`` (or a local function that calls it on the
@@ -132,7 +133,11 @@ class AveragedModelInTrainMode(Rule):
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.SAFE
     triggers = OBJECT_EVIDENCE.triggers
-    trigger_groups = OBJECT_EVIDENCE.groups
+    # Or a swap class of the module: ``restore`` AND a call of its swap method.
+    trigger_groups = (
+        *OBJECT_EVIDENCE.groups,
+        ((b"restore",), tuple(f".{m}(".encode() for m in LOCAL_SWAP_METHODS)),
+    )
     requires = (AveragingObjects, EvaluationSites, ModeTracker, WeightSwaps)
 
     def finish(self) -> None:

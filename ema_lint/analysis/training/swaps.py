@@ -40,6 +40,8 @@ from ema_lint.analysis.training.loops import TrainingLoops
 # Methods that copy the average into the live model (when the object's spec lists them).
 SWAP_IN_METHODS = ("copy_to", "apply_shadow", "apply", "swap", "swap_in", "set")
 _CONTEXT_SWAPS = ("average_parameters",)
+# The swap methods of a class of the module (``apply``/``set`` are too common to tell one).
+LOCAL_SWAP_METHODS = ("apply_shadow", "copy_to", "swap", "swap_in")
 _END_HOOKS = ("on_train_end", "on_fit_end", "teardown", "on_test_", "test_", "on_predict_")
 
 
@@ -108,6 +110,7 @@ class WeightSwaps:
         self.swap_ins: list[SwapIn] = []
         for obj in objects.objects:
             self.swap_ins.extend(self._swap_ins(obj, objects))
+        self.swap_ins.extend(self._local_class_swap_ins(objects))
 
     @classmethod
     def build(cls, ctx: FileContext) -> WeightSwaps:
@@ -166,6 +169,63 @@ class WeightSwaps:
                 None,
             )
             found.append(SwapIn(obj, call, model, fn, restore, block))
+        return found
+
+    def _local_class_swap_ins(self, objects: AveragingObjects) -> list[SwapIn]:
+        """``ema = EMA(model, 0.999)`` ... ``ema.apply_shadow()`` with ``EMA`` a class of this
+        module that keeps an average (its shadow is an averaging object) and has a swap
+        method and ``restore``: the live model is the first argument of the constructor."""
+        classes: dict[str, tuple[cst.ClassDef, AveragingObject]] = {}
+        for cls in self.ctx.nodes(cst.ClassDef):
+            assert isinstance(cls, cst.ClassDef)
+            methods = {f.name.value for f in cls.body.body if isinstance(f, cst.FunctionDef)}
+            if "restore" not in methods or not methods & set(LOCAL_SWAP_METHODS):
+                continue
+            held = next((o for o in objects.objects if self.index.contains(cls, o.creation)), None)
+            if held is not None:
+                classes[cls.name.value] = (cls, held)
+        if not classes:
+            return []
+        from ema_lint.analysis.syntax.values import ValueResolver
+
+        resolver = self.ctx.get(ValueResolver)
+        found: list[SwapIn] = []
+        for call in self._calls_of(LOCAL_SWAP_METHODS):
+            receiver = call.func.value  # type: ignore[attr-defined]
+            if not isinstance(receiver, cst.Name) or call.args:
+                continue
+            bindings = resolver.bindings_of(receiver) or []
+            values = {id(b.value): b.value for b in bindings if b.value is not None}
+            if len(values) != 1:
+                continue
+            [made] = values.values()
+            if not (
+                isinstance(made, cst.Call)
+                and isinstance(made.func, cst.Name)
+                and made.func.value in classes
+                and made.args
+                and made.args[0].keyword is None
+                and not made.args[0].star
+            ):
+                continue
+            cls, held = classes[made.func.value]
+            if self.index.contains(cls, call):
+                continue
+            model = made.args[0].value
+            if not isinstance(model, (cst.Name, cst.Attribute)):
+                continue
+            fn = self.loops.function_of(call)
+            restore = next(
+                (
+                    r
+                    for r in self.index.method_calls("restore")
+                    if self.loops.function_of(r) is fn
+                    and self.index.is_before(call, r)
+                    and self.ctx.code(r.func.value) == receiver.value  # type: ignore[attr-defined]
+                ),
+                None,
+            )
+            found.append(SwapIn(held, call, model, fn, restore))
         return found
 
     def _live_model(self, call: cst.Call, obj: AveragingObject) -> cst.BaseExpression | None:
