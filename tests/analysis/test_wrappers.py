@@ -89,3 +89,38 @@ def main(net, args):
     assert first is not None and first.wrapper == "DistributedDataParallel" and first.conditional
     assert second is not None and not second.conditional
     assert wrappers.wrapped_at(c, call) is None
+
+
+def test_a_self_attribute_wrapped_by_a_method_called_before() -> None:
+    import libcst as cst
+
+    from ema_lint.analysis.objects.wrappers import ModelWrappers
+    from tests.analysis.helpers import context
+
+    source = """
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+        self._wrap()
+        self._build()
+        self.model = self.model.module
+        self._build_again()
+
+    def _wrap(self):
+        self.model = DDP(self.model)
+
+    def _build(self):
+        probe(self.model)
+
+    def _build_again(self):
+        probe(self.model)
+"""
+    ctx = context(source)
+    wrappers = ctx.get(ModelWrappers)
+    first, second = [c for c in ctx.nodes(cst.Call) if ctx.code(c.func) == "probe"]
+    found = wrappers.wrapped_at(first.args[0].value, first)
+    assert found is not None and found.wrapper == "DistributedDataParallel"
+    assert not found.conditional
+    assert wrappers.wrapped_at(second.args[0].value, second) is None  # unwrapped again
