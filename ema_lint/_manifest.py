@@ -2162,7 +2162,7 @@ RULES = (
         summary="Averaged model evaluated in train mode (dropout on, batch statistics)",
         default_enabled=True,
         internal=False,
-        fix_availability="always",
+        fix_availability="sometimes",
         fix_applicability="safe",
         options=(),
         triggers=(
@@ -2323,6 +2323,15 @@ RULES = (
                     b"update_target",
                     b"moving_average",
                     b"MovingAverage",
+                ),
+            ),
+            (
+                (b"restore",),
+                (
+                    b".apply_shadow(",
+                    b".copy_to(",
+                    b".swap(",
+                    b".swap_in(",
                 ),
             ),
         ),

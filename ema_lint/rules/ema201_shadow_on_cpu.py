@@ -47,6 +47,11 @@ class ShadowOnCpu(Rule):
     - a CPU placement inside an EMA class of the module (``self.ema =
       deepcopy(model).cpu()``) whose own ``update()`` averages into it: the class is
       updated on every step by the loop that uses it;
+    - an EMA class of another module of the project that puts its copy on the CPU in its
+      ``__init__`` (``self.ema = deepcopy(model).cpu()``, unconditionally, with no method
+      that moves tensors between devices itself), made in a module that trains on an
+      accelerator and updated on every step there (no fix: the placement is in the other
+      file);
     - ``.cpu()`` of a timm ``ModelEma*`` object: the documented mode is the ``device=``
       argument, which also moves the model's tensors in each update.
 
@@ -140,10 +145,16 @@ class ShadowOnCpu(Rule):
                 if placement.kind == "before-move":
                     self.report(placement.node, self._before_move_message(obj, placement))
                     continue
+                if placement.kind == "class":
+                    self.report(placement.node, self._class_message(obj, accelerator))
+                    continue
                 fix = None if moves else self._fix(placement)
                 self.report(placement.node, self._message(obj, accelerator), fix)
 
     def _mentions_cpu(self) -> bool:
+        objects = self.ctx.get(AveragingObjects).objects
+        if any(o.spec is not None and o.spec.cpu_on_init for o in objects):
+            return True  # a project class that puts its copy on the CPU itself
         return any(
             isinstance(c.func, cst.Attribute) and c.func.attr.value in ("cpu", "to", "device")
             for c in self.ctx.nodes(cst.Call)
@@ -255,6 +266,20 @@ class ShadowOnCpu(Rule):
         return any(
             isinstance(call, cst.Call) and loops.steps(call)
             for call in self.ctx.index.descendants(guard, cst.Call)
+        )
+
+    def _class_message(self, obj: AveragingObject, accelerator: cst.CSTNode) -> str:
+        shown = self.ctx.code(accelerator)
+        if len(shown) > 40:
+            shown = shown[:37] + "..."
+        spec = obj.spec
+        made = f"{spec.short_name} ({spec.library})" if spec is not None else "its class"
+        return (
+            f"{obj.name} is made by {made}, which puts its copy on the CPU in its __init__, "
+            f"while the model trains on an accelerator (`{shown}`): every update copies all "
+            "the weights from the device to host memory synchronously (or fails on mixed "
+            "devices); keep the copy on the model's device in the class, or move it there "
+            "after creating it"
         )
 
     def _message(self, obj: AveragingObject, accelerator: cst.CSTNode) -> str:

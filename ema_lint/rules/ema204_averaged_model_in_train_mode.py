@@ -8,6 +8,7 @@ from ..analysis.objects.averaging import AveragingObjects
 from ..analysis.objects.triggers import OBJECT_EVIDENCE
 from ..analysis.training.evaluation import Evaluation, EvaluationSites
 from ..analysis.training.modes import Mode, ModeTracker
+from ..analysis.training.swaps import LOCAL_SWAP_METHODS, WeightSwaps
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
 from ..statement_edits import call_statement
@@ -37,6 +38,17 @@ class AveragedModelInTrainMode(Rule):
       Lightning calls ``.train()`` on the module at the start of every training epoch, so an
       evaluation in ``on_train_epoch_end`` runs the EMA in train mode; Lightning's own
       validation hooks run in eval mode and are fine).
+
+    Averaged weights swapped into the live model (``ema.store(...)`` +
+    ``ema.copy_to(model.parameters())``, ``ema.copy_to(...)`` alone, ``ema.apply_shadow()``
+    of a swap class of the module or of the project, ``with ema.average_parameters():``)
+    are evaluated in the live
+    model's mode. Many correct scripts put that model in eval mode in code written
+    elsewhere, so this is reported only where the code itself put the model in train mode
+    and nothing switches it: a ``model.train()`` (or a local function that calls it on the
+    model) found on every path back from the evaluation, with no ``.eval()`` after it. A
+    ``.train()`` under an ``if``, a model whose mode the code never sets, and Lightning's
+    hooks stay silent.
 
     Silent for teachers used inside the training loss (mean teacher, DINO, BYOL: often in
     train mode on purpose), for ``trainer.validate(...)``, for evaluation functions that
@@ -99,25 +111,44 @@ class AveragedModelInTrainMode(Rule):
     the evaluation as the parameter of a function of the module that every caller gives
     an averaged copy, the call goes at the top of that function instead. The copy's
     updates do not depend on its mode, so putting it in eval mode changes nothing else.
+
+    No fix for swapped-in weights: the live model goes on training after the restore, so
+    it needs ``model.eval()`` before the evaluation and ``model.train()`` after the
+    restore, and where training resumes is for the author to say:
+
+    ```python
+    ema.store(model.parameters())
+    ema.copy_to(model.parameters())
+    model.eval()
+    print(evaluate(model, val_loader))
+    ema.restore(model.parameters())
+    model.train()
+    ```
     """
 
     code = "EMA204"
     fix_scope = FixScope.MOVES  # its fix moves, wraps or inserts statements
     name = "averaged-model-in-train-mode"
     summary = "Averaged model evaluated in train mode (dropout on, batch statistics)"
-    fix_availability = FixAvailability.ALWAYS
+    fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.SAFE
     triggers = OBJECT_EVIDENCE.triggers
-    trigger_groups = OBJECT_EVIDENCE.groups
-    requires = (AveragingObjects, EvaluationSites, ModeTracker)
+    # Or a swap class of the module: ``restore`` AND a call of its swap method.
+    trigger_groups = (
+        *OBJECT_EVIDENCE.groups,
+        ((b"restore",), tuple(f".{m}(".encode() for m in LOCAL_SWAP_METHODS)),
+    )
+    requires = (AveragingObjects, EvaluationSites, ModeTracker, WeightSwaps)
 
     def finish(self) -> None:
         if not self.ctx.get(AveragingObjects).objects:
             return
         sites = self.ctx.get(EvaluationSites)
-        if not sites.evaluations:
-            return
         modes = self.ctx.get(ModeTracker)
+        for evaluation in sites.swapped:
+            mode, cause = modes.live_mode_at(evaluation.expr, evaluation.node)
+            if mode is Mode.TRAIN and cause is not None:
+                self.report(evaluation.node, self._swapped_message(evaluation, cause))
         reported: set[tuple[int, int]] = set()
         for evaluation in sites.evaluations:
             key = (id(evaluation.before), id(evaluation.obj))
@@ -140,6 +171,21 @@ class AveragedModelInTrainMode(Rule):
             f"{shown} is {what} in train mode ({why}): dropout stays on and BatchNorm uses "
             "the statistics of each evaluation batch, so the averaged model scores worse "
             f"than its weights; call {shown}.eval() before evaluating it"
+        )
+
+    def _swapped_message(self, evaluation: Evaluation, cause: cst.Call) -> str:
+        shown = self.ctx.code(evaluation.expr)
+        swap = evaluation.swap
+        assert swap is not None
+        swapped = self.ctx.code(swap.call.func)
+        direct = isinstance(cause.func, cst.Attribute) and cause.func.attr.value == "train"
+        put = "put it there" if direct else "puts it there"
+        return (
+            f"{shown} holds the averaged weights (swapped in by {swapped}(...)) and is "
+            f"evaluated in train mode ({self.ctx.code(cause)} {put} and nothing "
+            "switches it to eval): dropout stays on and BatchNorm uses the statistics "
+            f"of each evaluation batch, so the average scores worse than its weights; call "
+            f"{shown}.eval() before evaluating it and {shown}.train() after the restore"
         )
 
     def _fix(self, evaluation: Evaluation) -> Fix | None:

@@ -24,9 +24,14 @@ class EmaOfWrappedModel(Rule):
     DistributedDataParallel(model)``, ``DataParallel``, ``FullyShardedDataParallel``,
     ``torch.compile(model)``, ``model, opt = accelerator.prepare(model, opt)`` or
     ``deepspeed.initialize(model=model)``. The wrapper is followed through the assignments
-    to the same name (or ``self.`` attribute) before the copy, in the same function; a
-    wrapping inside a branch (``if args.distributed:``) is reported as happening in some
-    runs. The averaged copy itself given to ``DistributedDataParallel``, ``DataParallel`` or
+    to the same name (or ``self.`` attribute) before the copy, in the same function, and
+    into the functions of the module that return it (``model = wrap_model(model, args)``
+    with ``return DistributedDataParallel(model)``, or ``model = DDP(model)`` under a
+    condition then ``return model``), and, for a ``self.`` attribute, into the methods of
+    the class called before the one that makes the copy (``self._wrap_model()`` then
+    ``self._build_ema()``); a wrapping inside a branch (``if
+    args.distributed:``), or on some paths of such a function, is reported as happening in
+    some runs. The averaged copy itself given to ``DistributedDataParallel``, ``DataParallel`` or
     FSDP is reported too, unless the model it averages is wrapped alike (names match).
 
     Silent when the copy is made before the wrapping (timm's and EDM's recipe), of the

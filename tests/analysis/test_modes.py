@@ -140,3 +140,66 @@ def run(model):
 """
     assert at(source, "probe(ema)", "ema") is Mode.EVAL
     assert at(source, "probe_again(ema)", "ema") is Mode.EVAL
+
+
+# The live model (averaged weights swapped in): only the code's own mode calls count. ----
+LIVE = """
+import torch
+
+def helper_train(net):
+    net.train()
+
+def run(model, loader, args):
+    {body}
+"""
+
+
+def live(body: str) -> Mode:
+    ctx = context(LIVE.format(body=body.replace("\n", "\n    ")))
+    [node] = [c for c in ctx.nodes(cst.Call) if ctx.code(c) == "probe(model)"]
+    [model] = [a.value for a in node.args]
+    mode, _ = ctx.get(ModeTracker).live_mode_at(model, node)
+    return mode
+
+
+@pytest.mark.parametrize(
+    ("body", "mode"),
+    [
+        ("model.train()\nprobe(model)", Mode.TRAIN),
+        ("model.train()\nmodel.eval()\nprobe(model)", Mode.EVAL),
+        ("model.module.eval()\nprobe(model)", Mode.EVAL),
+        ("helper_train(model)\nprobe(model)", Mode.TRAIN),
+        ("probe(model)", Mode.UNKNOWN),
+        ("if args.bn:\n    model.train()\nprobe(model)", Mode.UNKNOWN),
+        ("model.train()\nfor x in loader:\n    probe(model)", Mode.TRAIN),
+        ("for x in loader:\n    probe(model)\n    model.train()", Mode.TRAIN),
+        ("model.train(args.flag)\nprobe(model)", Mode.UNKNOWN),
+        ("other.train()\nprobe(model)", Mode.UNKNOWN),
+    ],
+)
+def test_live_model_mode(body: str, mode: Mode) -> None:
+    assert live(body) is mode
+
+
+def test_live_model_mode_through_every_caller() -> None:
+    source = """
+def check(net):
+    probe(net)
+
+def a(model):
+    model.train()
+    check(model)
+
+def b(model):
+    model.eval()
+    check(model)
+"""
+    ctx = context(source)
+    [node] = [c for c in ctx.nodes(cst.Call) if ctx.code(c) == "probe(net)"]
+    mode, _ = ctx.get(ModeTracker).live_mode_at(node.args[0].value, node)
+    assert mode is Mode.UNKNOWN  # one caller trains, the other evaluates
+    only_a = source.split("def b")[0]
+    ctx = context(only_a)
+    [node] = [c for c in ctx.nodes(cst.Call) if ctx.code(c) == "probe(net)"]
+    mode, cause = ctx.get(ModeTracker).live_mode_at(node.args[0].value, node)
+    assert mode is Mode.TRAIN and ctx.code(cause) == "model.train()"

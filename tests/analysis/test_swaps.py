@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import libcst as cst
+
 from ema_lint.analysis.training.swaps import WeightSwaps
 from tests.analysis.helpers import context
 
@@ -71,3 +73,27 @@ def test_after_training_is_not_back_to_training() -> None:
 def test_copy_to_without_store_is_not_a_swap() -> None:
     _, found = swaps("    ema.copy_to(unet.parameters())\n")
     assert found == []
+
+
+def test_swap_ins_name_the_live_model_and_where_it_holds_the_average() -> None:
+    source = """
+from torch_ema import ExponentialMovingAverage
+from diffusers.training_utils import EMAModel
+
+def fit(net, unet, loader, evaluate):
+    ema = ExponentialMovingAverage(net.parameters(), decay=0.999)
+    ema2 = EMAModel(unet.parameters())
+    with ema.average_parameters():
+        evaluate(net)
+    evaluate(net)
+    ema2.copy_to(unet.parameters())
+    evaluate(unet)
+    ema2.restore(unet.parameters())
+    evaluate(unet)
+"""
+    ctx = context(source)
+    found = ctx.get(WeightSwaps).swap_ins
+    assert [ctx.code(s.model) for s in found] == ["net", "unet"]
+    evaluations = [c for c in ctx.nodes(cst.Call) if ctx.code(c.func) == "evaluate"]
+    held = [[s.holds(ctx.index, c) for c in evaluations] for s in found]
+    assert held == [[True, False, False, False], [False, False, True, False]]

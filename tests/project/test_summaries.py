@@ -185,3 +185,22 @@ def test_a_call_passing_two_objects_gives_both_records_its_line() -> None:
     lines = sorted(c.line for c in summary.calls)
     assert lines and set(lines) <= {7, 8} and 8 in lines
     assert all(c.line for c in summary.calls)
+
+
+def test_a_cpu_copy_is_recorded_only_when_the_class_does_not_manage_devices() -> None:
+    kept = MODEL_EMA.replace(
+        "        self.ema = deepcopy(model).eval()\n        if device is not None:\n"
+        "            self.ema.to(device=device)\n",
+        "        self.ema = deepcopy(model).eval().cpu()\n",
+    )
+    [found] = _summary(kept).classes
+    assert found.cpu and found.device is None
+    flagged = kept.replace(
+        "deepcopy(model).eval().cpu()\n",
+        "deepcopy(model).eval()\n        if device == 'cpu':\n            self.ema.cpu()\n",
+    )
+    [found] = _summary(flagged).classes
+    assert not found.cpu  # a placement under a condition is a choice of the caller
+    offloaded = kept.replace("msd[k].detach()", "msd[k].detach().cpu()")
+    [found] = _summary(offloaded).classes
+    assert not found.cpu  # the update brings the model's tensors over itself

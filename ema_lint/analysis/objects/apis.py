@@ -170,6 +170,9 @@ class ApiSpec:
     # name of the argument that decides it (with its default after a colon).
     buffers: str = ""
     eval_on_init: bool = False
+    # The API itself keeps its copy on the CPU (a project class's ``deepcopy(model).cpu()``
+    # in ``__init__``), whatever device the model it copies is on.
+    cpu_on_init: bool = False
     # The attribute holding the averaged copy of the model (``ema.module``, ``ema.ema``,
     # ``ema.ema_model``); None when the API keeps only tensors or state, no model to run.
     model_copy: str | None = None

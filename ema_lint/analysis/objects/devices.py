@@ -52,10 +52,11 @@ class CpuPlacement:
 
     ``kind`` is "argument" (the API's ``device=`` argument: ``node`` is the ``Arg``),
     "call" (``.cpu()``, ``.to("cpu")``: ``node`` is the call), "device" (the device
-    argument of a ``.to(...)`` that also converts something else: ``node`` is the ``Arg``)
-    or "before-move" (the copy was made of the model while it was still on the CPU, and
-    only the model was moved to the device afterwards: ``node`` is the creating call,
-    ``move`` the model's move). ``call`` is the call the argument belongs to.
+    argument of a ``.to(...)`` that also converts something else: ``node`` is the ``Arg``),
+    "class" (the API, a project class, puts its copy on the CPU itself: ``node`` is the
+    creating call), or "before-move" (the copy was made of the model while it was still
+    on the CPU, and only the model was moved to the device afterwards: ``node`` is the
+    creating call, ``move`` the model's move). ``call`` is the call the argument belongs to.
     """
 
     kind: str
@@ -155,6 +156,8 @@ class Devices:
             arg = bound.arg(spec.device)
             if isinstance(arg, cst.Arg) and self.is_cpu(arg.value):
                 found.append(CpuPlacement("argument", arg, bound.call))  # type: ignore[arg-type]
+        if spec is not None and bound is not None and spec.cpu_on_init and not bound.virtual:
+            found.append(CpuPlacement("class", bound.call, bound.call))  # type: ignore[arg-type]
         objects = self.ctx.get(AveragingObjects)
         for call in self._moves():
             func = call.func

@@ -5,7 +5,12 @@ Wrapping rebinds the name (``model = DDP(model)``, ``model, opt = accelerator.pr
 opt)``), so the question is flow-sensitive: an EMA copied before the wrapping copies the
 bare model, one copied after copies the wrapper. The last assignment to the same name (or
 ``self.`` attribute) before the point, in the same function, decides; an assignment inside a
-branch or loop that does not also hold the point may not have run (``conditional``).
+branch or loop that does not also hold the point may not have run (``conditional``). An
+assignment from a call of a function of the module that returns the model wrapped
+(``model = wrap_model(model, args)``) wraps it too, conditionally when some path of that
+function returns it bare. A ``self.`` attribute that a method does not bind is followed to
+where the class calls that method: a binding before the call, or by a method it calls
+before (``self._wrap()`` then ``self._build_ema()``).
 """
 
 from __future__ import annotations
@@ -79,8 +84,11 @@ class ModelWrappers:
                 return "accelerator.prepare", func.value
         return None
 
-    def wrapped_at(self, expr: cst.BaseExpression, at: cst.CSTNode) -> Wrapping | None:
-        """The wrapping ``expr`` holds when ``at`` runs, if it holds a wrapped model."""
+    def wrapped_at(
+        self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0
+    ) -> Wrapping | None:
+        """The wrapping ``expr`` holds when ``at`` runs, if it holds a wrapped model (also
+        one a function of the module returns)."""
         found = self.wrapper_call(expr)
         if found is not None:
             assert isinstance(expr, cst.Call)
@@ -97,21 +105,148 @@ class ModelWrappers:
             if value is not _MISSING:
                 last = (assign, value)  # type: ignore[assignment]
         if last is None:
+            if code.startswith("self.") and isinstance(scope, cst.FunctionDef):
+                bound, wrapping = self._wrapped_by_method_before(code, at)
+                if bound:
+                    return wrapping
+                return self._wrapped_before_method(expr, code, scope, depth)
             return None
         assign, value = last
         if value is None:
             return None
-        found = self.wrapper_call(value)
-        if found is None:
-            return None
-        assert isinstance(value, cst.Call)
         conditional = any(
             isinstance(a, _BRANCHES)
             and not self.index.contains(a, at)
             and not isinstance(a, cst.With)
             for a in self._ancestors_within(assign, scope)
         )
+        found = self.wrapper_call(value)
+        if found is None:
+            inner = self._returned_wrapping(value, depth)
+            if inner is None:
+                return None
+            return Wrapping(
+                inner.wrapper, inner.call, assign, conditional or inner.conditional, None
+            )
+        assert isinstance(value, cst.Call)
         return Wrapping(found[0], value, assign, conditional, found[1])
+
+    def _wrapped_before_method(
+        self, expr: cst.BaseExpression, code: str, fn: cst.FunctionDef, depth: int
+    ) -> Wrapping | None:
+        """``self.model`` not bound in the method ``fn``: what it holds where the class
+        calls ``fn`` (``self._build_ema()`` after ``self._wrap_model()`` in ``__init__``):
+        the last binding before that call, made there or by a method called before it.
+        Every call of ``fn`` must see the same wrapper."""
+        if depth >= 2:
+            return None
+        from ema_lint.analysis.syntax.values import ValueResolver
+
+        resolver = self.ctx.get(ValueResolver)
+        callers = resolver.callers(fn)
+        if not callers or fn.name.value == "__init__":
+            return None
+        found: list[Wrapping | None] = []
+        for call in callers:
+            direct = self.wrapped_at(expr, call, depth + 1)
+            if direct is not None:
+                found.append(direct)
+                continue
+            found.append(self._wrapped_by_method_before(code, call)[1])
+        wrapped = [w for w in found if w is not None]
+        if len(wrapped) != len(found) or len({w.wrapper for w in wrapped}) != 1:
+            return None
+        return wrapped[-1]
+
+    def _wrapped_by_method_before(
+        self, code: str, call: cst.CSTNode
+    ) -> tuple[bool, Wrapping | None]:
+        """The last ``self.g()`` before ``call``, in its function, whose method ``g`` binds
+        ``code``: (whether there is one, the wrapping it leaves, if any)."""
+        scope = self.index.enclosing(call, cst.FunctionDef)
+        cls = self.index.enclosing(call, cst.ClassDef)
+        if scope is None or cls is None:
+            return False, None
+        methods = {f.name.value: f for f in cls.body.body if isinstance(f, cst.FunctionDef)}
+        direct = [
+            a
+            for a in self._assignments_binding(scope, code)
+            if self.index.is_before(a, call) and self._value_for(a, code) is not _MISSING
+        ]
+        last: Wrapping | None = None
+        bound = False
+        for other in self.index.descendants(scope, cst.Call):
+            if not self.index.is_before(other, call) or other is call:
+                continue
+            if direct and self.index.is_before(other, direct[-1]):
+                continue  # bound again afterwards, in the caller itself
+            func = other.func  # type: ignore[attr-defined]
+            if not (
+                isinstance(func, cst.Attribute)
+                and isinstance(func.value, cst.Name)
+                and func.value.value == "self"
+                and func.attr.value in methods
+            ):
+                continue
+            method = methods[func.attr.value]
+            if not self._assignments_binding(method, code):
+                continue
+            bound = True
+            last = self._bound_at_end(code, method)  # a later binding decides
+        return bound, last
+
+    def _bound_at_end(self, code: str, method: cst.FunctionDef) -> Wrapping | None:
+        """What ``code`` holds when ``method`` returns, from its own last binding."""
+        bindings = self._assignments_binding(method, code)
+        value = self._value_for(bindings[-1], code)
+        if value is _MISSING or value is None:
+            return None
+        assign = bindings[-1]
+        conditional = any(
+            isinstance(a, _BRANCHES) and not isinstance(a, cst.With)
+            for a in self._ancestors_within(assign, method)
+        )
+        found = self.wrapper_call(value)
+        if found is None:
+            return None
+        return Wrapping(found[0], value, assign, conditional, found[1])  # type: ignore[arg-type]
+
+    def _returned_wrapping(self, value: cst.BaseExpression, depth: int) -> Wrapping | None:
+        """``model = setup_ddp(model, args)``: a function of the module that returns the
+        model wrapped (``return DDP(model)``, or ``model = DDP(model)`` under ``if
+        args.distributed:`` then ``return model``). The wrapping is conditional unless every
+        ``return`` of the function gives a wrapped model unconditionally."""
+        if depth >= 2 or not isinstance(value, cst.Call) or not isinstance(value.func, cst.Name):
+            return None
+        name = value.func.value
+        functions = [
+            f
+            for f in self.ctx.nodes(cst.FunctionDef)
+            if f.name.value == name
+            and self.index.enclosing(f, cst.ClassDef, cst.FunctionDef) is None
+        ]
+        if len(functions) != 1:
+            return None
+        fn = functions[0]
+        returns = [
+            r
+            for r in self.index.descendants(fn, cst.Return)
+            if self.index.enclosing(r, cst.FunctionDef) is fn
+        ]
+        if not returns or any(r.value is None for r in returns):  # type: ignore[attr-defined]
+            return None
+        found: list[Wrapping | None] = [
+            self.wrapped_at(r.value, r, depth + 1)  # type: ignore[attr-defined]
+            for r in returns
+        ]
+        wrapped = [w for w in found if w is not None]
+        if not wrapped or len({w.wrapper for w in wrapped}) != 1:
+            return None
+        if any(w.wrapper == "accelerator.prepare" for w in wrapped):
+            return None  # the accelerator is the function's; unwrap_model is not reachable
+        conditional = len(wrapped) < len(found) or any(w.conditional for w in wrapped)
+        first = wrapped[0]
+        return Wrapping(first.wrapper, first.call, first.assignment, conditional)
 
     def _assignments(self) -> dict[int, list[cst.Assign]]:
         """Assignments by the id of their function (``id(None)`` at module level)."""

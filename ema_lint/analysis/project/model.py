@@ -606,6 +606,7 @@ def class_spec(record: ClassSummary, qualname: str, where: str) -> ApiSpec | Non
         dtype=record.dtype,
         buffers=buffers,
         eval_on_init=record.eval_on_init,
+        cpu_on_init=record.cpu and record.device is None,
         model_copy=record.model_copy,
         is_module=False,
         accepts_wrapped=record.unwraps,

@@ -431,7 +431,28 @@ class _Extractor:
         if init is not None:
             self._placement(summary, init)
             summary.unwraps = self._unwraps(init)
+            if summary.cpu and self._offloads(cls, init):
+                summary.cpu = False
         return summary
+
+    def _offloads(self, cls: cst.ClassDef, init: cst.FunctionDef) -> bool:
+        """The CPU placement of ``__init__`` is an offload the class manages: another method
+        moves tensors between devices itself (``.cpu()``, ``.to(...)``, ``.cuda()``, pinned
+        memory, ``non_blocking`` copies), or ``__init__`` puts the copy on the CPU only
+        under a condition (a flag or a device argument)."""
+        for call in self._calls_named(init, "cpu", "to"):
+            if any(isinstance(a, (cst.If, cst.IfExp)) for a in self._between(call, init)):
+                return True
+        for call in self._calls_named(cls, "cpu", "to", "cuda", "pin_memory"):
+            if not self.index.contains(init, call):
+                return True
+        return False
+
+    def _between(self, node: cst.CSTNode, top: cst.CSTNode):
+        for ancestor in self.index.ancestors(node):
+            if ancestor is top:
+                return
+            yield ancestor
 
     def _unwraps(self, init: cst.FunctionDef) -> bool:
         """``deepcopy(model.module if is_parallel(model) else model)``, ``de_parallel(model)``."""

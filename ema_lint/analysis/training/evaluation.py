@@ -17,6 +17,14 @@ For each use, ``before`` is the statement before which a mode switch belongs: th
 no-grad block or validation loop around the use in its function, or the use's own
 statement; ``top_of`` is the evaluation function whose first statement can set the mode of
 its parameter when every caller passes it an averaged copy.
+
+``swapped`` holds the evaluations of averaged weights swapped into the live model
+(``ema.copy_to(model.parameters())``, ``ema.apply_shadow()``, ``with
+ema.average_parameters():``, see ``swaps.SwapIn``): the first evaluation of that live
+model (run in a validation context, sampled, or passed to an evaluation function of the
+module or the project) while it holds the average. Its mode is the live model's, which
+``ModeTracker.live_mode_at`` tells only from the code's own ``.train()`` / ``.eval()``
+calls.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from ema_lint.analysis.objects.averaging import AveragingObject, AveragingObject
 from ema_lint.analysis.syntax.context import FileContext
 from ema_lint.analysis.training.loops import TrainingLoops
 from ema_lint.analysis.training.modes import ModeTracker
+from ema_lint.analysis.training.swaps import SwapIn, WeightSwaps
 
 _RUNNERS = ("trainer", "runner")
 # Methods that run a model for inference: sampling from a generative model, prediction.
@@ -53,6 +62,8 @@ class Evaluation:
     callee: cst.FunctionDef | None = None
     param: str | None = None
     top_of: cst.FunctionDef | None = None
+    # For evaluations of weights swapped into the live model: the swap.
+    swap: SwapIn | None = None
 
 
 class EvaluationSites:
@@ -67,6 +78,12 @@ class EvaluationSites:
         self.evaluations: list[Evaluation] = []
         self._evaluates: dict[tuple[int, str], bool] = {}
         self._evaluating: dict[tuple[int, str | None, int], tuple[cst.FunctionDef, str] | None] = {}
+        self.swapped: list[Evaluation] = []
+        if self.objects.objects:
+            for swap in ctx.get(WeightSwaps).swap_ins:
+                found = self._swapped(swap)
+                if found is not None:
+                    self.swapped.append(found)
         candidates = [
             o
             for o in self.objects.objects
@@ -233,6 +250,64 @@ class EvaluationSites:
     def _is_param(self, fn: cst.FunctionDef, name: str) -> bool:
         params = (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)
         return any(p.name.value == name for p in params)
+
+    # Averaged weights swapped into the live model --------------------------------------------
+    def _swapped(self, swap: SwapIn) -> Evaluation | None:
+        """The first evaluation of the live model while it holds the swapped-in average."""
+        code = self.ctx.code(swap.model)
+        scope = swap.function if swap.function is not None else self.ctx.module
+        for call in self.index.descendants(scope, cst.Call):
+            if (
+                not swap.holds(self.index, call)
+                or self.loops.function_of(call) is not swap.function
+            ):
+                continue
+            found = self._swapped_use(call, code)
+            if found is None:
+                continue
+            kind, expr, callee, param = found
+            before = self._before(call)
+            if before is None:
+                return None
+            return Evaluation(swap.obj, call, expr, kind, before, callee, param, None, swap)
+        return None
+
+    def _swapped_use(
+        self, call: cst.Call, code: str
+    ) -> tuple[str, cst.BaseExpression, cst.FunctionDef | None, str | None] | None:
+        func = call.func
+        sampling = False
+        if isinstance(func, cst.Attribute) and func.attr.value == "forward":
+            func = func.value
+        elif isinstance(func, cst.Attribute) and func.attr.value in _SAMPLING:
+            func, sampling = func.value, True
+        if self.ctx.code(func) == code and (sampling or self.loops.is_validation_context(call)):
+            return "called", func, None, None
+        if isinstance(func, cst.Attribute) and self._is_runner(func.value):
+            return None
+        targets = self.loops.local_targets(call)
+        for position, arg in enumerate(call.args):
+            if arg.star or self.ctx.code(arg.value) != code:
+                continue
+            evaluating = self._evaluating_target(targets, arg, position)
+            if evaluating is not None:
+                return "passed", arg.value, evaluating[0], evaluating[1]
+            helper = self.ctx.project.evaluator(call) if not targets and self.ctx.project else None
+            if helper is not None:
+                param = (
+                    arg.keyword.value
+                    if arg.keyword is not None
+                    else (helper.params[position] if position < len(helper.params) else None)
+                )
+                if param is not None and param in helper.unmoded:
+                    return "passed", arg.value, None, param
+        return None
+
+    def _is_runner(self, receiver: cst.BaseExpression) -> bool:
+        last = receiver.attr.value if isinstance(receiver, cst.Attribute) else None
+        if isinstance(receiver, cst.Name):
+            last = receiver.value
+        return bool(last) and any(word in last.lower() for word in _RUNNERS)
 
     # Where the switch goes --------------------------------------------------------------------
     def _add(

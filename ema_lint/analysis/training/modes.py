@@ -13,6 +13,14 @@ then the enclosing blocks, a loop's previous iteration (the statements after ``n
 the loop body), and, at the top of a function, each call site of the function (or the
 mode a framework enters a hook with). The first event found decides; a path the walk cannot
 follow gives ``Mode.UNKNOWN``, which rules treat as "do not report".
+
+``live_mode_at(model, node)`` asks the same of a live model that is not an averaged copy
+(the one averaged weights are swapped into), but counts only what the code says: the
+``.train()`` / ``.eval()`` calls on it (or on its inner ``module``), those of the local
+functions it is passed to, and, for ``self.model``, those of the methods of the same
+class. A path that reaches the top of the code without meeting one gives
+``Mode.UNKNOWN``: a freshly built model is in train mode, but whether it is still in it
+when evaluated depends on code the walk cannot see.
 """
 
 from __future__ import annotations
@@ -56,6 +64,15 @@ def _mode_of_call(call: cst.Call) -> Mode | None:
     if isinstance(value, cst.Name) and value.value in ("True", "False"):
         return Mode.TRAIN if value.value == "True" else Mode.EVAL
     return Mode.UNKNOWN
+
+
+def _same_model(receiver: str, code: str) -> bool:
+    """A mode call on ``receiver`` sets the mode of the model ``code`` names: the same
+    name, or one holding the other (``model.module.eval()`` for ``model``). A bare
+    ``self.train()`` is not counted: in a trainer class it is the training routine."""
+    if receiver == "self":
+        return False
+    return receiver == code or receiver.startswith(code + ".") or code.startswith(receiver + ".")
 
 
 class ModeTracker:
@@ -462,6 +479,139 @@ class ModeTracker:
                 found = mode
         self._function_modes[key] = found
         return found
+
+    # A live model ----------------------------------------------------------------------------
+    def live_mode_at(
+        self, model: cst.BaseExpression, node: cst.CSTNode
+    ) -> tuple[Mode, cst.Call | None]:
+        """The mode of the live model ``model`` when ``node`` runs, with the ``.train()`` /
+        ``.eval()`` call that decides it; UNKNOWN unless such a call is found on every path."""
+        code = dotted_name(model)
+        if code is None:
+            return Mode.UNKNOWN, None
+        return self._live_walk(code, node, 0, frozenset())
+
+    def _live_walk(
+        self, code: str, node: cst.CSTNode, depth: int, seen: frozenset[int]
+    ) -> tuple[Mode, cst.Call | None]:
+        current: cst.CSTNode | None = self.index.statement(node)
+        while current is not None:
+            container = self.index.parent(current)
+            if isinstance(container, (cst.IndentedBlock, cst.Module)):
+                body = list(container.body)
+                position = next((i for i, s in enumerate(body) if s is current), 0)
+                for sibling in reversed(body[:position]):
+                    found = self._live_last(self._calls(sibling), code, depth, sibling)
+                    if found is not None:
+                        return found
+            owner = self._owner(current)
+            if owner is None or isinstance(owner, cst.Lambda):
+                return Mode.UNKNOWN, None
+            if isinstance(owner, cst.FunctionDef):
+                return self._live_entry(code, owner, depth, seen)
+            if isinstance(owner, (cst.For, cst.While)) and self.index.contains(owner.body, node):
+                after = [
+                    c
+                    for c in self._calls(owner.body)
+                    if self.index.is_before(node, c) and not self.index.contains(c, node)
+                ]
+                found = self._live_last(iter(after), code, depth, owner.body)
+                if found is not None and found[0] is Mode.TRAIN:
+                    return found
+            if isinstance(owner, cst.Try) and not self.index.contains(owner.body, node):
+                found = self._live_last(self._calls(owner.body), code, depth, owner.body)
+                if found is not None:
+                    return found
+            current = owner
+        return Mode.UNKNOWN, None
+
+    def _live_last(
+        self, calls: Iterator[cst.Call], code: str, depth: int, root: cst.CSTNode | None = None
+    ) -> tuple[Mode, cst.Call | None] | None:
+        """The last mode event in ``calls``; one that runs only on some paths through
+        ``root`` (under an ``if``) decides nothing: UNKNOWN. A loop body counts as run
+        (a loop over batches runs at least once)."""
+        found = None
+        for call in calls:
+            mode = self._live_event(call, code, depth)
+            if mode is not None:
+                found = (mode, call)
+        if found is not None and root is not None and self._conditional(found[1], root):
+            return Mode.UNKNOWN, None
+        return found
+
+    def _conditional(self, call: cst.CSTNode, root: cst.CSTNode) -> bool:
+        for ancestor in self.index.ancestors(call):
+            if isinstance(ancestor, (cst.If, cst.IfExp, cst.BooleanOperation, cst.ExceptHandler)):
+                return True
+            if isinstance(ancestor, _SCOPES):
+                return True
+            if ancestor is root:
+                return False
+        return False
+
+    def _live_event(self, call: cst.Call, code: str, depth: int) -> Mode | None:
+        mode = _mode_of_call(call)
+        if mode is not None:
+            receiver = dotted_name(call.func.value)  # type: ignore[attr-defined]
+            if receiver is not None and _same_model(receiver, code):
+                return mode
+            return None
+        if depth >= self.MAX_DEPTH:
+            return None
+        for target in self.loops.local_targets(call):
+            for position, arg in enumerate(call.args):
+                passed = dotted_name(arg.value) if not arg.star else None
+                if passed is None or not _same_model(passed, code):
+                    continue
+                param = self.param_name(target, arg, position)
+                if param is not None:
+                    events = self._param_events.get((id(target), param), [])
+                    if events:
+                        return events[-1][1]
+            if code.startswith("self.") and self._same_class(call, target):
+                inner = self._live_last(self._calls(target.body), code, depth + 1, target.body)
+                if inner is not None:
+                    return inner[0]
+        return None
+
+    def _same_class(self, call: cst.Call, target: cst.FunctionDef) -> bool:
+        fn = self.loops.function_of(call)
+        cls = self.loops.class_of(fn) if fn is not None else None
+        return cls is not None and cls is self.loops.class_of(target)
+
+    def _live_entry(
+        self, code: str, fn: cst.FunctionDef, depth: int, seen: frozenset[int]
+    ) -> tuple[Mode, cst.Call | None]:
+        """At the top of ``fn``: the mode every call site gives the model (a parameter's
+        model as the caller passes it); UNKNOWN for a local or framework-called function."""
+        if self.hooks.lightning_hook(fn) or depth >= self.MAX_DEPTH or id(fn) in seen:
+            return Mode.UNKNOWN, None
+        callers = self.loops.callers(fn)
+        if not callers:
+            return Mode.UNKNOWN, None
+        root, _, rest = code.partition(".")
+        params = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params)]
+        params += [p.name.value for p in fn.params.kwonly_params]
+        if root != "self" and root not in params:
+            return Mode.UNKNOWN, None  # a name of this function: nothing set its mode
+        results = []
+        for call in callers:
+            caller_code: str | None = code
+            if root != "self":
+                caller_code = None
+                for position, arg in enumerate(call.args):
+                    if not arg.star and self.param_name(fn, arg, position) == root:
+                        passed = dotted_name(arg.value)
+                        caller_code = f"{passed}.{rest}" if passed and rest else passed
+            if caller_code is None:
+                return Mode.UNKNOWN, None
+            results.append(self._live_walk(caller_code, call, depth + 1, seen | {id(fn)}))
+        if all(mode is Mode.TRAIN for mode, _ in results):
+            return results[0]
+        if all(mode is Mode.EVAL for mode, _ in results):
+            return results[0]
+        return Mode.UNKNOWN, None
 
     # The online model's mode at the copy --------------------------------------------------------
     def _source_mode(self, obj: AveragingObject) -> Mode:

@@ -14,6 +14,14 @@ across hooks such as Lightning's ``on_validation_start`` / ``on_validation_end``
 swap is not under. ``back_to_training`` says whether the swap runs inside the training
 loop (directly or through the functions it calls) or in a Lightning hook after which
 training goes on.
+
+A ``SwapIn`` is any call that puts the averaged weights into the live model for use,
+with or without a ``store``: ``ema.copy_to(model.parameters())``, ``ema.apply_shadow()``
+(a project class's swap), ``ema.set(model)``, ``with ema.average_parameters():``. Its
+``model`` is the live model that then holds the average (the owner of the parameters
+passed, or the model the object was made from when none are), and its ``region`` is
+where the live model holds the average: the statements after the call up to the next
+restore of the object in the same function (or the ``with`` body).
 """
 
 from __future__ import annotations
@@ -24,9 +32,16 @@ import libcst as cst
 
 from ema_lint.analysis.objects.averaging import AveragingObject, AveragingObjects
 from ema_lint.analysis.syntax.context import FileContext
+from ema_lint.analysis.syntax.index import ModuleIndex
+from ema_lint.analysis.syntax.names import dotted_name
 from ema_lint.analysis.training.framework import FrameworkHooks
 from ema_lint.analysis.training.loops import TrainingLoops
 
+# Methods that copy the average into the live model (when the object's spec lists them).
+SWAP_IN_METHODS = ("copy_to", "apply_shadow", "apply", "swap", "swap_in", "set")
+_CONTEXT_SWAPS = ("average_parameters",)
+# The swap methods of a class of the module (``apply``/``set`` are too common to tell one).
+LOCAL_SWAP_METHODS = ("apply_shadow", "copy_to", "swap", "swap_in")
 _END_HOOKS = ("on_train_end", "on_fit_end", "teardown", "on_test_", "test_", "on_predict_")
 
 
@@ -41,6 +56,26 @@ class Swap:
     # The return/continue/break (or the restore's branch) that lets a path avoid the restore.
     skipped_by: cst.CSTNode | None = None
     back_to_training: bool = False
+
+
+@dataclass(eq=False)
+class SwapIn:
+    """The averaged weights of ``obj`` put into the live model ``model`` by ``call``."""
+
+    obj: AveragingObject
+    call: cst.Call
+    model: cst.BaseExpression
+    function: cst.FunctionDef | None
+    restore: cst.Call | None = None  # the first restore after it in the same function
+    block: cst.With | None = None  # ``with ema.average_parameters():``
+
+    def holds(self, index: ModuleIndex, node: cst.CSTNode) -> bool:
+        """``node`` runs while the live model holds the average."""
+        if self.block is not None:
+            return index.contains(self.block.body, node)
+        if not index.is_before(self.call, node) or index.contains(self.call, node):
+            return False
+        return self.restore is None or index.is_before(node, self.restore)
 
 
 class WeightSwaps:
@@ -72,6 +107,10 @@ class WeightSwaps:
                 if store is None:
                     continue  # a one-way swap (export at the end), not a store/restore pair
                 self.swaps.append(self._swap(obj, store, copy_to, fn, restores))
+        self.swap_ins: list[SwapIn] = []
+        for obj in objects.objects:
+            self.swap_ins.extend(self._swap_ins(obj, objects))
+        self.swap_ins.extend(self._local_class_swap_ins(objects))
 
     @classmethod
     def build(cls, ctx: FileContext) -> WeightSwaps:
@@ -92,6 +131,123 @@ class WeightSwaps:
             if objects.for_expression(func.value) is obj:
                 found.setdefault(kinds[func.attr.value], []).append(call)
         return found
+
+    def _swap_ins(self, obj: AveragingObject, objects: AveragingObjects) -> list[SwapIn]:
+        spec = obj.spec
+        if spec is None:
+            return []
+        methods = [m for m in spec.apply_methods if m in SWAP_IN_METHODS or m in _CONTEXT_SWAPS]
+        if not methods:
+            return []
+        restores = [
+            c
+            for c in self._calls_of(spec.restore_methods or ("restore",))
+            if objects.for_expression(c.func.value) is obj  # type: ignore[attr-defined]
+        ]
+        found: list[SwapIn] = []
+        for call in self._calls_of(tuple(methods)):
+            func = call.func
+            assert isinstance(func, cst.Attribute)
+            if objects.for_expression(func.value) is not obj:
+                continue
+            model = self._live_model(call, obj)
+            if model is None:
+                continue
+            fn = self.loops.function_of(call)
+            block = None
+            if func.attr.value in _CONTEXT_SWAPS:
+                item = self.index.parent(call)
+                block = self.index.parent(item) if isinstance(item, cst.WithItem) else None
+                if not isinstance(block, cst.With):
+                    continue
+            restore = next(
+                (
+                    r
+                    for r in restores
+                    if self.loops.function_of(r) is fn and self.index.is_before(call, r)
+                ),
+                None,
+            )
+            found.append(SwapIn(obj, call, model, fn, restore, block))
+        return found
+
+    def _local_class_swap_ins(self, objects: AveragingObjects) -> list[SwapIn]:
+        """``ema = EMA(model, 0.999)`` ... ``ema.apply_shadow()`` with ``EMA`` a class of this
+        module that keeps an average (its shadow is an averaging object) and has a swap
+        method and ``restore``: the live model is the first argument of the constructor."""
+        classes: dict[str, tuple[cst.ClassDef, AveragingObject]] = {}
+        for cls in self.ctx.nodes(cst.ClassDef):
+            assert isinstance(cls, cst.ClassDef)
+            methods = {f.name.value for f in cls.body.body if isinstance(f, cst.FunctionDef)}
+            if "restore" not in methods or not methods & set(LOCAL_SWAP_METHODS):
+                continue
+            held = next((o for o in objects.objects if self.index.contains(cls, o.creation)), None)
+            if held is not None:
+                classes[cls.name.value] = (cls, held)
+        if not classes:
+            return []
+        from ema_lint.analysis.syntax.values import ValueResolver
+
+        resolver = self.ctx.get(ValueResolver)
+        found: list[SwapIn] = []
+        for call in self._calls_of(LOCAL_SWAP_METHODS):
+            receiver = call.func.value  # type: ignore[attr-defined]
+            if not isinstance(receiver, cst.Name) or call.args:
+                continue
+            bindings = resolver.bindings_of(receiver) or []
+            values = {id(b.value): b.value for b in bindings if b.value is not None}
+            if len(values) != 1:
+                continue
+            [made] = values.values()
+            if not (
+                isinstance(made, cst.Call)
+                and isinstance(made.func, cst.Name)
+                and made.func.value in classes
+                and made.args
+                and made.args[0].keyword is None
+                and not made.args[0].star
+            ):
+                continue
+            cls, held = classes[made.func.value]
+            if self.index.contains(cls, call):
+                continue
+            model = made.args[0].value
+            if not isinstance(model, (cst.Name, cst.Attribute)):
+                continue
+            fn = self.loops.function_of(call)
+            restore = next(
+                (
+                    r
+                    for r in self.index.method_calls("restore")
+                    if self.loops.function_of(r) is fn
+                    and self.index.is_before(call, r)
+                    and self.ctx.code(r.func.value) == receiver.value  # type: ignore[attr-defined]
+                ),
+                None,
+            )
+            found.append(SwapIn(held, call, model, fn, restore))
+        return found
+
+    def _live_model(self, call: cst.Call, obj: AveragingObject) -> cst.BaseExpression | None:
+        """The live model the call copies the average into: ``model`` for
+        ``copy_to(model.parameters())`` or ``set(model)``, the object's source when the
+        call names none (``ema.apply_shadow()``)."""
+        args = [a for a in call.args if not a.star]
+        target = args[0].value if args else obj.source
+        if target is None or len(args) > 1:
+            return None
+        if (
+            isinstance(target, cst.Call)
+            and isinstance(target.func, cst.Attribute)
+            and target.func.attr.value in ("parameters", "named_parameters")
+            and not target.args
+        ):
+            target = target.func.value
+        if not isinstance(target, (cst.Name, cst.Attribute)) or dotted_name(target) is None:
+            return None
+        if isinstance(target, cst.Attribute) and target.attr.value in ("data", "shape"):
+            return None
+        return target
 
     def _calls_of(self, methods: tuple[str, ...]) -> list[cst.Call]:
         """Calls of any of ``methods`` in document order (from the index's table)."""
