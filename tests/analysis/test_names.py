@@ -54,6 +54,20 @@ def test_star_import_and_relative() -> None:
     assert imports.qualified_names(expr("ModelEma")) == (".ema.ModelEma",)
 
 
+def test_star_import_hands_on_the_modules_it_imports() -> None:
+    # ``import torch`` in the star-imported module makes ``torch.nn...`` work here.
+    imports, _ = table("import torch.distributed as dist\nfrom utils.general import *\n")
+    names = imports.qualified_names(expr("torch.nn.parallel.DistributedDataParallel"))
+    assert names[-1] == "torch.nn.parallel.DistributedDataParallel"
+    assert names[0] == "utils.general.torch.nn.parallel.DistributedDataParallel"
+
+
+def test_from_dot_import_module_is_one_level_up_only() -> None:
+    imports, _ = table("from . import averaging\nfrom .. import helpers\n")
+    assert imports.qualified_names(expr("averaging.ModelEMA")) == (".averaging.ModelEMA",)
+    assert imports.qualified_names(expr("helpers.f")) == ("..helpers.f",)
+
+
 def test_local_reference_for_fixes() -> None:
     imports, _ = table("import torch\nimport torch.optim.swa_utils as su\n")
     assert imports.local_reference("torch.optim.swa_utils.update_bn") == "su.update_bn"

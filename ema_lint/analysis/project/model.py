@@ -418,7 +418,7 @@ class ProjectLink:
             module_name = module_name or "."
         module = resolution.resolve(importer, module_name)
         if module is None:
-            return None
+            return self._through_module_attribute(module_name, name, importer, depth)
         read = STORE.read(module.path)
         if read is None or not defines_relevant(read[1], name):
             return None  # the module does not define ``name`` with anything about averaging
@@ -433,6 +433,30 @@ class ProjectLink:
             if found is not None:
                 return found
         return None
+
+    def _through_module_attribute(
+        self, module_name: str, name: str, importer: ModuleFile, depth: int
+    ):
+        """``pkg.mod.sub.Name`` where ``pkg.mod`` is a module, not a package: ``sub`` is a
+        name ``pkg.mod`` imports (``from . import torch_utils``), as a star import of
+        ``pkg.mod`` hands it on. When ``pkg.mod`` itself is not in the project (a partial
+        checkout) but ``pkg`` has a module ``sub``, that module is the only one the name
+        can stand for and is read instead."""
+        parent, _, attr = module_name.rpartition(".")
+        if not parent or not attr:
+            return None
+        holder = resolution.resolve(importer, parent)
+        if holder is not None:
+            summary = self._summary(holder)
+            for target in summary.exports.get(attr, []) if summary is not None else []:
+                found = self._item(f"{target}.{name}", holder, depth + 1)
+                if found is not None:
+                    return found
+            return None
+        package = parent.rpartition(".")[0]
+        if not package:
+            return None
+        return self._item(f"{package}.{attr}.{name}", importer, depth + 1)
 
     def _spec(self, qualname: str) -> ApiSpec | None:
         absolute = self.absolute(qualname.rpartition(".")[0]) if qualname.startswith(".") else None

@@ -67,7 +67,9 @@ class ImportTable:
                 local = name
                 if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                     local = alias.asname.name.value
-                table._bind(local, f"{module}.{name}" if module else name)
+                # ``from . import x`` is ``.x`` (the module is only dots), not ``..x``.
+                joined = f"{module}{name}" if module.endswith(".") else f"{module}.{name}"
+                table._bind(local, joined if module else name)
                 if absolute:
                     table._bind(local, f"{absolute}.{name}")
         return table
@@ -87,7 +89,9 @@ class ImportTable:
         if bound:
             return tuple(f"{b}.{rest}" if rest else b for b in bound)
         if self.star_modules:
-            return tuple(f"{m}.{dotted}" for m in self.star_modules)
+            # A star import hands on every public name of its module, the modules it
+            # imports included (``import torch`` there makes ``torch.nn...`` work here).
+            return (*(f"{m}.{dotted}" for m in self.star_modules), dotted)
         return ()
 
     def resolve(self, node: cst.CSTNode, known: set[str] | dict[str, object]) -> str | None:
