@@ -330,22 +330,22 @@ class UpdateBeforeStep(Rule):
                     continue
                 if loops.runs_per_micro_batch(update) is not None:
                     continue  # EMA202's finding
-                found = placement.before_step(update)
-                if found is None or id(found.node) in seen:
-                    continue
-                if self._exclusive(update, found.step):
-                    continue  # ``if amp: scaler step; update / else: step; update``
-                seen.add(id(found.node))
-                if self._intended(obj, update, found, loops):
-                    continue
-                self.report(
-                    found.node,
-                    f"{obj.name} is updated before the optimizer step of the same iteration "
-                    f"(`{self.ctx.code(found.step)}`): it averages the previous step's "
-                    "weights, so it lags one step behind and the last step is never averaged; "
-                    "update it after the step",
-                    self._fix(obj, found, placement, keep | {id(found.node)}),
-                )
+                for found in placement.before_steps(update):
+                    if id(found.node) in seen:
+                        continue
+                    if self._exclusive(update, found.step):
+                        continue  # ``if amp: scaler step; update / else: step; update``
+                    seen.add(id(found.node))
+                    if self._intended(obj, update, found, loops):
+                        continue
+                    self.report(
+                        found.node,
+                        f"{obj.name} is updated before the optimizer step of the same "
+                        f"iteration (`{self.ctx.code(found.step)}`): it averages the previous "
+                        "step's weights, so it lags one step behind and the last step is never "
+                        "averaged; update it after the step",
+                        self._fix(obj, found, placement, keep | {id(found.node)}),
+                    )
 
     def _exclusive(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
         """``a`` and ``b`` sit in different branches of one ``if``: never in one iteration."""
