@@ -1112,11 +1112,12 @@ class AveragingObjects:
             func = call.func
             if isinstance(func, cst.Attribute) and func.attr.value in methods:
                 obj = self._refer(func.value, 0)
-                if obj is None:
-                    continue
-                known = obj.spec is None or func.attr.value in obj.spec.update_methods
-                if known and call not in obj.updates:
-                    obj.updates.append(call)
+                # ``self.ema = ModelEMA(model)`` made again on resume: the attribute holds
+                # one of the copies, made by the same API, and the call updates it.
+                for obj in [obj] if obj is not None else self._same_api_attribute(func.value):
+                    known = obj.spec is None or func.attr.value in obj.spec.update_methods
+                    if known and call not in obj.updates:
+                        obj.updates.append(call)
             elif isinstance(func, (cst.Name, cst.Attribute)) and not self._by_creation.get(
                 id(call)
             ):
@@ -1154,6 +1155,31 @@ class AveragingObjects:
                 if obj is not None:
                     obj.weight_reassigned = True
                     obj.reasons.append(f"{self._code(target)} is assigned after construction")
+
+    def _same_api_attribute(self, node: cst.BaseExpression) -> list[AveragingObject]:
+        """The objects ``self.x`` (or ``instance.x``) is assigned in the methods of its
+        class, when there are several and one API made them all (a copy made again when a
+        run resumes); empty otherwise."""
+        if not isinstance(node, cst.Attribute) or not isinstance(node.value, cst.Name):
+            return []
+        if node.value.value == "self":
+            cls = self.resolver.class_of_self(node)
+        else:
+            cls = self.resolver.instance_class(node.value)
+        if cls is None:
+            return []
+        found: list[AveragingObject] = []
+        for value in self.resolver.self_assignments(cls).get(node.attr.value, []):
+            if value is None or (isinstance(value, cst.Name) and value.value == "None"):
+                continue
+            obj = self._refer(value, 1)
+            if obj is None or obj.spec is None:
+                return []
+            if obj not in found:
+                found.append(obj)
+        if len(found) < 2 or len({o.spec.qualname for o in found if o.spec}) != 1:
+            return []
+        return found
 
     def _passed_by_callers(
         self, shadow: cst.BaseExpression
