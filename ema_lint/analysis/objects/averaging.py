@@ -1111,10 +1111,11 @@ class AveragingObjects:
         for call in self.ctx.nodes(cst.Call):
             func = call.func
             if isinstance(func, cst.Attribute) and func.attr.value in methods:
-                obj = self._refer(func.value, 0)
+                referred = self._refer(func.value, 0)
                 # ``self.ema = ModelEMA(model)`` made again on resume: the attribute holds
                 # one of the copies, made by the same API, and the call updates it.
-                for obj in [obj] if obj is not None else self._same_api_attribute(func.value):
+                targets = [referred] if referred is not None else []
+                for obj in targets or self._same_api_attribute(func.value):
                     known = obj.spec is None or func.attr.value in obj.spec.update_methods
                     if known and call not in obj.updates:
                         obj.updates.append(call)
