@@ -289,6 +289,50 @@ class UpdateBeforeStep(Rule):
             optimizer.step()
     ```
 
+    ### A hand-written helper of the module, whatever its name
+    A function moving one model's weights toward another's by a decay and its
+    complement is an averaging update wherever it is called with a copy named as averaged
+    (``accumulate(g_ema, generator, decay)``); the call that hands it zero, before the
+    loop, is the initial copy. A helper called from several loops is judged at each call.
+    ```python
+    import torch
+
+
+    def accumulate(avg, online, decay=0.999):
+        online_params = dict(online.named_parameters())
+        for name, p in avg.named_parameters():
+            p.data.mul_(decay).add_(online_params[name].data, alpha=1 - decay)
+
+
+    g_ema = make_generator().eval()
+    accumulate(g_ema, generator, 0)
+    g_opt = torch.optim.Adam(generator.parameters(), lr=2e-3)
+    for z in loader:
+        generator.zero_grad()
+        generator_loss(generator(z)).backward()
+        accumulate(g_ema, generator, 0.999)
+        g_opt.step()
+    ```
+    ```python
+    import torch
+
+
+    def accumulate(avg, online, decay=0.999):
+        online_params = dict(online.named_parameters())
+        for name, p in avg.named_parameters():
+            p.data.mul_(decay).add_(online_params[name].data, alpha=1 - decay)
+
+
+    g_ema = make_generator().eval()
+    accumulate(g_ema, generator, 0)
+    g_opt = torch.optim.Adam(generator.parameters(), lr=2e-3)
+    for z in loader:
+        generator.zero_grad()
+        generator_loss(generator(z)).backward()
+        g_opt.step()
+        accumulate(g_ema, generator, 0.999)
+    ```
+
     ## Fix
     Safe: the update is moved to directly after the statement that steps the optimizer
     (inside the same accumulation guard or condition as the step), keeping its comments; a
