@@ -336,7 +336,7 @@ class TrainingLoops:
         timm's ``loss_scaler(loss, optimizer)`` and mmengine's
         ``optim_wrapper.update_params(loss)`` (backward and step in one call)."""
         func = call.func
-        if self.is_scaler_call(call):
+        if self.is_scaler_call(call) or self.is_lightning_step(call):
             return True
         external = self.external_summary(call)
         if external is not None and external.backpropagates:
@@ -371,6 +371,22 @@ class TrainingLoops:
         receiver = _last_identifier(second.value)
         return bool(receiver and _OPTIMIZER_NAME.search(receiver))
 
+    def is_lightning_step(self, call: cst.Call) -> bool:
+        """``super().optimizer_step(epoch, batch_idx, optimizer, optimizer_closure)`` in a
+        Lightning ``optimizer_step`` override: the base method runs the closure (the
+        training step and its backward pass), then the optimizer step."""
+        func = call.func
+        if not (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "optimizer_step"
+            and isinstance(func.value, cst.Call)
+            and isinstance(func.value.func, cst.Name)
+            and func.value.func.value == "super"
+        ):
+            return False
+        fn = self.function_of(call)
+        return fn is not None and fn.name.value == "optimizer_step"
+
     def external_summary(self, call: cst.Call) -> StepSummary | None:
         """What a call into another file does, when something outside this module knows.
 
@@ -387,7 +403,7 @@ class TrainingLoops:
         ``optim_wrapper.update_params(loss)``; ``sgd.step()`` when ``sgd`` is known to be an
         optimizer by where it was made (``analysis/objects/optimizers.py``)."""
         func = call.func
-        if self.is_scaler_call(call):
+        if self.is_scaler_call(call) or self.is_lightning_step(call):
             return True
         external = self.external_summary(call)
         if external is not None and external.steps:
