@@ -333,6 +333,50 @@ class UpdateBeforeStep(Rule):
         accumulate(g_ema, generator, 0.999)
     ```
 
+    ### A Lightning `optimizer_step` override
+    The base method runs the closure (the training step and its backward pass), then the
+    optimizer step: the update goes after ``super().optimizer_step(...)``.
+    ```python
+    import lightning.pytorch as pl
+    import torch
+    from timm.utils import ModelEmaV3
+
+
+    class WithOverride(pl.LightningModule):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+            self.ema = ModelEmaV3(self.net, decay=0.9998)
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return torch.nn.functional.cross_entropy(self.net(x), y)
+
+        def optimizer_step(self, epoch, batch_idx, optimizer, optimizer_closure=None):
+            self.ema.update(self.net)
+            super().optimizer_step(epoch, batch_idx, optimizer, optimizer_closure)
+    ```
+    ```python
+    import lightning.pytorch as pl
+    import torch
+    from timm.utils import ModelEmaV3
+
+
+    class WithOverride(pl.LightningModule):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+            self.ema = ModelEmaV3(self.net, decay=0.9998)
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return torch.nn.functional.cross_entropy(self.net(x), y)
+
+        def optimizer_step(self, epoch, batch_idx, optimizer, optimizer_closure=None):
+            super().optimizer_step(epoch, batch_idx, optimizer, optimizer_closure)
+            self.ema.update(self.net)
+    ```
+
     ## Fix
     Safe: the update is moved to directly after the statement that steps the optimizer
     (inside the same accumulation guard or condition as the step), keeping its comments; a
