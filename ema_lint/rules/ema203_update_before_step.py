@@ -289,6 +289,94 @@ class UpdateBeforeStep(Rule):
             optimizer.step()
     ```
 
+    ### A hand-written helper of the module, whatever its name
+    A function moving one model's weights toward another's by a decay and its
+    complement is an averaging update wherever it is called with a copy named as averaged
+    (``accumulate(g_ema, generator, decay)``); the call that hands it zero, before the
+    loop, is the initial copy. A helper called from several loops is judged at each call.
+    ```python
+    import torch
+
+
+    def accumulate(avg, online, decay=0.999):
+        online_params = dict(online.named_parameters())
+        for name, p in avg.named_parameters():
+            p.data.mul_(decay).add_(online_params[name].data, alpha=1 - decay)
+
+
+    g_ema = make_generator().eval()
+    accumulate(g_ema, generator, 0)
+    g_opt = torch.optim.Adam(generator.parameters(), lr=2e-3)
+    for z in loader:
+        generator.zero_grad()
+        generator_loss(generator(z)).backward()
+        accumulate(g_ema, generator, 0.999)
+        g_opt.step()
+    ```
+    ```python
+    import torch
+
+
+    def accumulate(avg, online, decay=0.999):
+        online_params = dict(online.named_parameters())
+        for name, p in avg.named_parameters():
+            p.data.mul_(decay).add_(online_params[name].data, alpha=1 - decay)
+
+
+    g_ema = make_generator().eval()
+    accumulate(g_ema, generator, 0)
+    g_opt = torch.optim.Adam(generator.parameters(), lr=2e-3)
+    for z in loader:
+        generator.zero_grad()
+        generator_loss(generator(z)).backward()
+        g_opt.step()
+        accumulate(g_ema, generator, 0.999)
+    ```
+
+    ### A Lightning `optimizer_step` override
+    The base method runs the closure (the training step and its backward pass), then the
+    optimizer step: the update goes after ``super().optimizer_step(...)``.
+    ```python
+    import lightning.pytorch as pl
+    import torch
+    from timm.utils import ModelEmaV3
+
+
+    class WithOverride(pl.LightningModule):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+            self.ema = ModelEmaV3(self.net, decay=0.9998)
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return torch.nn.functional.cross_entropy(self.net(x), y)
+
+        def optimizer_step(self, epoch, batch_idx, optimizer, optimizer_closure=None):
+            self.ema.update(self.net)
+            super().optimizer_step(epoch, batch_idx, optimizer, optimizer_closure)
+    ```
+    ```python
+    import lightning.pytorch as pl
+    import torch
+    from timm.utils import ModelEmaV3
+
+
+    class WithOverride(pl.LightningModule):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+            self.ema = ModelEmaV3(self.net, decay=0.9998)
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return torch.nn.functional.cross_entropy(self.net(x), y)
+
+        def optimizer_step(self, epoch, batch_idx, optimizer, optimizer_closure=None):
+            super().optimizer_step(epoch, batch_idx, optimizer, optimizer_closure)
+            self.ema.update(self.net)
+    ```
+
     ## Fix
     Safe: the update is moved to directly after the statement that steps the optimizer
     (inside the same accumulation guard or condition as the step), keeping its comments; a
@@ -330,22 +418,22 @@ class UpdateBeforeStep(Rule):
                     continue
                 if loops.runs_per_micro_batch(update) is not None:
                     continue  # EMA202's finding
-                found = placement.before_step(update)
-                if found is None or id(found.node) in seen:
-                    continue
-                if self._exclusive(update, found.step):
-                    continue  # ``if amp: scaler step; update / else: step; update``
-                seen.add(id(found.node))
-                if self._intended(obj, update, found, loops):
-                    continue
-                self.report(
-                    found.node,
-                    f"{obj.name} is updated before the optimizer step of the same iteration "
-                    f"(`{self.ctx.code(found.step)}`): it averages the previous step's "
-                    "weights, so it lags one step behind and the last step is never averaged; "
-                    "update it after the step",
-                    self._fix(obj, found, placement, keep | {id(found.node)}),
-                )
+                for found in placement.before_steps(update):
+                    if id(found.node) in seen:
+                        continue
+                    if self._exclusive(update, found.step):
+                        continue  # ``if amp: scaler step; update / else: step; update``
+                    seen.add(id(found.node))
+                    if self._intended(obj, update, found, loops):
+                        continue
+                    self.report(
+                        found.node,
+                        f"{obj.name} is updated before the optimizer step of the same "
+                        f"iteration (`{self.ctx.code(found.step)}`): it averages the previous "
+                        "step's weights, so it lags one step behind and the last step is never "
+                        "averaged; update it after the step",
+                        self._fix(obj, found, placement, keep | {id(found.node)}),
+                    )
 
     def _exclusive(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
         """``a`` and ``b`` sit in different branches of one ``if``: never in one iteration."""

@@ -104,6 +104,59 @@ class AveragedModelInTrainMode(Rule):
         print(evaluate(ema_model, val_loader))
     ```
 
+    ## Shapes
+    Each shape real training code uses, reported and silent.
+
+    ### Evaluated every k steps inside the training loop
+    The evaluation under ``if step % eval_every == 0:`` runs in the same loop that trains;
+    the copy made by ``deepcopy`` keeps the model's train mode until something calls
+    ``.eval()`` on it.
+    ```python
+    import copy
+
+    import torch
+
+
+    @torch.no_grad()
+    def evaluate(net, loader):
+        return sum((net(x).argmax(1) == y).sum().item() for x, y in loader)
+
+
+    ema_model = copy.deepcopy(model)
+    for step, (x, y) in enumerate(train_loader):
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        with torch.no_grad():
+            for e, p in zip(ema_model.parameters(), model.parameters()):
+                e.lerp_(p, 0.001)
+        if step % eval_every == 0:
+            print(evaluate(ema_model, val_loader))
+    ```
+    ```python
+    import copy
+
+    import torch
+
+
+    @torch.no_grad()
+    def evaluate(net, loader):
+        return sum((net(x).argmax(1) == y).sum().item() for x, y in loader)
+
+
+    ema_model = copy.deepcopy(model)
+    for step, (x, y) in enumerate(train_loader):
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        with torch.no_grad():
+            for e, p in zip(ema_model.parameters(), model.parameters()):
+                e.lerp_(p, 0.001)
+        if step % eval_every == 0:
+            ema_model.eval()
+            print(evaluate(ema_model, val_loader))
+    ```
+
     ## Fix
     Safe: ``<name>.eval()`` is inserted, with the same indentation, directly before the
     statement that evaluates the copy, or before the ``with torch.no_grad():`` block (or

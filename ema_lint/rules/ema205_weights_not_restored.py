@@ -93,6 +93,130 @@ class WeightsNotRestored(Rule):
             ema_unet.restore(unet.parameters())
     ```
 
+    ## Shapes
+    Each shape real training code uses, reported and silent.
+
+    ### An early exit between the swap and the restore
+    A ``continue`` for the processes that do not validate, after the swap, skips the
+    restore on those processes; before the swap, it skips both.
+    ```python
+    from diffusers.training_utils import EMAModel
+
+    ema_unet = EMAModel(unet.parameters(), decay=0.9999)
+    for epoch in range(epochs):
+        for batch in loader:
+            unet(batch).loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            ema_unet.step(unet.parameters())
+        ema_unet.store(unet.parameters())
+        ema_unet.copy_to(unet.parameters())
+        if not accelerator.is_main_process:
+            continue
+        log_validation(unet, epoch)
+        ema_unet.restore(unet.parameters())
+    ```
+    ```python
+    from diffusers.training_utils import EMAModel
+
+    ema_unet = EMAModel(unet.parameters(), decay=0.9999)
+    for epoch in range(epochs):
+        for batch in loader:
+            unet(batch).loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            ema_unet.step(unet.parameters())
+        if not accelerator.is_main_process:
+            continue
+        ema_unet.store(unet.parameters())
+        ema_unet.copy_to(unet.parameters())
+        log_validation(unet, epoch)
+        ema_unet.restore(unet.parameters())
+    ```
+
+    ### The restore under another condition than the swap
+    ```python
+    from diffusers.training_utils import EMAModel
+
+    ema_unet = EMAModel(unet.parameters(), decay=0.9999)
+    for step, batch in enumerate(loader):
+        unet(batch).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        ema_unet.step(unet.parameters())
+        if step % eval_every == 0:
+            ema_unet.store(unet.parameters())
+            ema_unet.copy_to(unet.parameters())
+            log_validation(unet, step)
+        if use_ema:
+            ema_unet.restore(unet.parameters())
+    ```
+    ```python
+    from diffusers.training_utils import EMAModel
+
+    ema_unet = EMAModel(unet.parameters(), decay=0.9999)
+    for step, batch in enumerate(loader):
+        unet(batch).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        ema_unet.step(unet.parameters())
+        if step % eval_every == 0:
+            ema_unet.store(unet.parameters())
+            ema_unet.copy_to(unet.parameters())
+            log_validation(unet, step)
+        if step % eval_every == 0:
+            ema_unet.restore(unet.parameters())
+    ```
+
+    ### A Lightning hook that swaps
+    A swap in ``on_validation_epoch_start`` is undone in ``on_validation_epoch_end``;
+    without it the next training epoch starts from the averaged weights.
+    ```python
+    import lightning.pytorch as pl
+    from diffusers.training_utils import EMAModel
+
+
+    class Diffusion(pl.LightningModule):
+        def __init__(self, unet):
+            super().__init__()
+            self.unet = unet
+            self.ema = EMAModel(self.unet.parameters(), decay=0.9999)
+
+        def training_step(self, batch, batch_idx):
+            return self.unet(batch).loss
+
+        def on_before_zero_grad(self, optimizer):
+            self.ema.step(self.unet.parameters())
+
+        def on_validation_epoch_start(self):
+            self.ema.store(self.unet.parameters())
+            self.ema.copy_to(self.unet.parameters())
+    ```
+    ```python
+    import lightning.pytorch as pl
+    from diffusers.training_utils import EMAModel
+
+
+    class Diffusion(pl.LightningModule):
+        def __init__(self, unet):
+            super().__init__()
+            self.unet = unet
+            self.ema = EMAModel(self.unet.parameters(), decay=0.9999)
+
+        def training_step(self, batch, batch_idx):
+            return self.unet(batch).loss
+
+        def on_before_zero_grad(self, optimizer):
+            self.ema.step(self.unet.parameters())
+
+        def on_validation_epoch_start(self):
+            self.ema.store(self.unet.parameters())
+            self.ema.copy_to(self.unet.parameters())
+
+        def on_validation_epoch_end(self):
+            self.ema.restore(self.unet.parameters())
+    ```
+
     ## Fix
     Safe: the statements after ``copy_to`` in its block (the evaluation) go into
     ``try:`` with ``finally: ema.restore(<the parameters given to store>)``; when the swap

@@ -359,3 +359,56 @@ def test_deepcopy_under_another_name_makes_a_hand_made_copy() -> None:
         "ema = dc(model)\nshadow = cp.deepcopy(model)\nother = dc(model)\n"
     )
     assert sorted(n for o in found.objects for n in o.names) == ["ema", "shadow"]
+
+
+def test_a_copy_averaged_by_a_helper_of_the_module() -> None:
+    """A copy named as averaged, passed to a helper whose arithmetic is an average (a
+    decay and its complement between two models), is an averaging object made where its
+    name is bound; a helper also given a plain model updates the copy only where a call
+    passes the copy."""
+    ctx, found = objects(
+        """
+def accumulate(model1, model2, decay=0.999):
+    par1 = dict(model1.named_parameters())
+    par2 = dict(model2.named_parameters())
+    for k in par1.keys():
+        par1[k].data.mul_(decay).add_(par2[k].data, alpha=1 - decay)
+
+def train(loader, generator, g_ema, other):
+    for batch in loader:
+        accumulate(g_ema, generator, 0.999)
+        accumulate(other, generator, 0.5)
+
+def main(make):
+    generator = make()
+    g_ema = make().eval()
+    accumulate(g_ema, generator, 0)
+    train([], generator, g_ema, make())
+"""
+    )
+    obj = by_name(found, "g_ema")
+    assert ctx.code(obj.creation) == "make().eval()"
+    updates = calls_named(ctx, "accumulate")
+    assert obj.updates == [updates[0], updates[2]]
+    assert len(obj.inplace) == 1
+
+
+def test_an_attribute_made_twice_by_one_api_is_updated_by_its_calls() -> None:
+    ctx, found = objects(
+        """
+from timm.utils import ModelEmaV2
+
+class Trainer:
+    def setup(self, model):
+        self.ema = ModelEmaV2(model)
+
+    def resume(self, model):
+        self.ema = ModelEmaV2(model)
+
+    def step(self, model):
+        self.ema.update(model)
+"""
+    )
+    [update] = calls_named(ctx, "update")
+    assert len(found.objects) == 2
+    assert all(o.updates == [update] for o in found.objects)

@@ -506,3 +506,49 @@ def test_summaries_of_other_files_functions_can_be_supplied() -> None:
     assert len(loops.train_loops) == 1
     found = loops.runs_per_micro_batch(call(ctx, "ema.update(model)"))
     assert found is not None and found.kind == "helper"
+
+
+def test_each_path_to_an_update_in_a_helper_is_judged() -> None:
+    """A helper holding the update, called from two loops before their steps: one answer
+    per call. A call running a whole training loop is not the step of an iteration."""
+    loops, ctx = model(
+        "def blend(avg, online, decay):\n"
+        "    avg.weight.mul_(decay).add_(online.weight, alpha=1 - decay)\n"
+        "def fit(loader, opt, model, avg):\n"
+        "    for x in loader:\n"
+        "        model(x).sum().backward()\n"
+        "        blend(avg, model, 0.99)\n"
+        "        opt.step()\n"
+        "def tune(loader, opt, model, avg):\n"
+        "    for x in loader:\n"
+        "        model(x).sum().backward()\n"
+        "        blend(avg, model, 0.9)\n"
+        "        opt.step()\n"
+        "def main(loader, opt, model, avg):\n"
+        "    blend(avg, model, 0)\n"
+        "    fit(loader, opt, model, avg)\n"
+    )
+    update = call(ctx, "avg.weight.mul_(decay).add_(online.weight, alpha=1 - decay)")
+    found = Placement(loops).before_steps(update)
+    assert [ctx.code(f.node) for f in found] == [
+        "blend(avg, model, 0.99)",
+        "blend(avg, model, 0.9)",
+    ]
+    assert loops.runs_training_loop(call(ctx, "fit(loader, opt, model, avg)"))
+    assert Placement(loops).before_step(call(ctx, "blend(avg, model, 0)")) is None
+
+
+def test_the_base_optimizer_step_of_a_lightning_override_steps_and_backpropagates() -> None:
+    loops, ctx = model(
+        "class M(LightningModule):\n"
+        "    def optimizer_step(self, epoch, batch_idx, optimizer, closure=None):\n"
+        "        self.ema.update(self.net)\n"
+        "        super().optimizer_step(epoch, batch_idx, optimizer, closure)\n"
+        "    def other(self):\n"
+        "        super().optimizer_step()\n"
+    )
+    step = call(ctx, "super().optimizer_step(epoch, batch_idx, optimizer, closure)")
+    assert loops.is_step_call(step) and loops.is_backward_call(step)
+    assert not loops.is_step_call(call(ctx, "super().optimizer_step()"))
+    found = Placement(loops).before_step(call(ctx, "self.ema.update(self.net)"))
+    assert found is not None and found.step is step

@@ -204,3 +204,60 @@ def test_a_cpu_copy_is_recorded_only_when_the_class_does_not_manage_devices() ->
     offloaded = kept.replace("msd[k].detach()", "msd[k].detach().cpu()")
     [found] = _summary(offloaded).classes
     assert not found.cpu  # the update brings the model's tensors over itself
+
+
+HOLDER = """
+def ema(model_dest, model_src, rate):
+    src = dict(model_src.named_parameters())
+    for name, p in model_dest.named_parameters():
+        p.data.mul_(rate).add_((1 - rate) * src[name].data)
+
+
+class State:
+    def __init__(self, optimizer, nnet=None, nnet_ema=None):
+        self.optimizer = optimizer
+        self.nnet = nnet
+        self.nnet_ema = nnet_ema
+
+    def ema_update(self, rate=0.9999):
+        ema(self.nnet_ema, self.nnet, rate)
+
+    def log(self, logger):
+        ema(self.nnet, self.nnet, 0.5)
+
+
+class Counter:
+    def __init__(self):
+        self.total = 0
+
+
+def init_state(config):
+    state = State(config.optimizer, nnet=config.net, nnet_ema=config.net_ema)
+    state.ema_update(0)
+    return state
+
+
+def make_counter():
+    return Counter()
+
+
+def either(config):
+    if config.a:
+        return State(config.optimizer)
+    return Counter()
+"""
+
+
+def test_a_holder_class_and_the_function_that_builds_it() -> None:
+    """A class handing an averaged attribute to the module's update function is a holder
+    (its update method is that method); a function returning a new one is its factory.
+    A method handing an attribute not named as averaged is no update; a function that
+    may return another class is no factory."""
+    summary = _summary(HOLDER)
+    [holder] = summary.classes
+    assert (holder.name, holder.structure) == ("State", "holder")
+    assert holder.update_methods == ["ema_update"]
+    assert holder.model_copy == "nnet_ema"
+    [factory] = summary.factories
+    assert (factory.name, factory.params, factory.cls) == ("init_state", ["config"], "State")
+    assert ModuleSummary.from_json(json.loads(json.dumps(summary.to_json()))) == summary

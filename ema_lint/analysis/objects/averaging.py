@@ -739,6 +739,85 @@ class AveragingObjects:
                         extra.append(bindings[0].value)  # the dict/list the shadow starts as
                 self._add(obj, *extra)
                 self._memo.clear()
+        self._collect_helper_shadows(containers)
+
+    def _collect_helper_shadows(
+        self, containers: list[tuple[InPlaceUpdate, cst.BaseExpression]]
+    ) -> None:
+        """Copies averaged by a helper of the module: ``def accumulate(model1, model2,
+        decay): ... p1.mul_(decay).add_(p2, alpha=1 - decay)`` moves its parameter toward
+        another model by a decay and its complement (whatever the helper's name), and a
+        caller passes it a copy named as averaged (``accumulate(g_ema, generator, decay)``,
+        ``g_ema = Generator(...)``): that copy is an average, made where the name is bound
+        (through the callers of the function it is a parameter of)."""
+        for update, container in containers:
+            if not isinstance(container, cst.Name):
+                continue
+            bindings = self.resolver.bindings_of(container) or []
+            if len(bindings) != 1 or bindings[0].kind != "param":
+                continue
+            binding = bindings[0]
+            function, param = binding.function, binding.param
+            if not isinstance(function, cst.FunctionDef) or param is None:
+                continue
+            if self._refer(container, 0) is not None:
+                continue  # a caller passes an object already known
+            if not (self._decay_between_models(update) or self._named_average(update, None)):
+                continue
+            for _, argument in self.resolver.arguments_for(function, param):
+                if argument is None or not is_averaged_name(self._code(argument)):
+                    continue
+                if self._refer(argument, 0) is not None:
+                    continue  # made by the first caller (the same copy, passed on)
+                origin = self._origin(argument)
+                obj = AveragingObject(Method.EMA, Use.EVAL, origin or argument)
+                obj.reasons.append(f"averaged by {function.name.value}()")
+                if isinstance(argument, (cst.Name, cst.Attribute)):
+                    obj.bindings.append(argument)
+                    obj.names.append(self._code(argument))
+                if origin is not None and self._is_module_copy(origin):
+                    obj.module_copy = True
+                self._add(obj)
+                self._memo.clear()
+
+    def _origin(self, node: cst.BaseExpression, depth: int = 0) -> cst.BaseExpression | None:
+        """The one expression a name finally stands for: through single assignments, and
+        through parameters every in-module caller passes the same thing for (``g_ema`` in
+        ``train(..., g_ema)`` called once with ``g_ema = Generator(...)``); None if unknown."""
+        if depth > self.MAX_DEPTH:
+            return None
+        if isinstance(node, cst.Attribute) or (
+            isinstance(node, cst.Name) and self.resolver.assigned_value(node) is not None
+        ):
+            value = self.resolver.assigned_value(node)
+            if value is None:
+                return None
+            if isinstance(value, (cst.Name, cst.Attribute)):
+                return self._origin(value, depth + 1)
+            return value
+        if not isinstance(node, cst.Name):
+            return None
+        bindings = self.resolver.bindings_of(node) or []
+        if len(bindings) != 1 or bindings[0].kind != "param":
+            return None
+        binding = bindings[0]
+        function = binding.function
+        if not isinstance(function, cst.FunctionDef) or binding.param is None:
+            return None
+        found: cst.BaseExpression | None = None
+        for _, argument in self.resolver.arguments_for(function, binding.param):
+            origin = self._origin(argument, depth + 1) if argument is not None else None
+            if origin is None or (found is not None and origin is not found):
+                return None
+            found = origin
+        return found
+
+    def _is_module_copy(self, origin: cst.BaseExpression) -> bool:
+        """A ``deepcopy`` at the root of the expression a helper-averaged copy comes from."""
+        node: cst.BaseExpression = origin
+        while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            node = node.func.value
+        return isinstance(node, cst.Call) and self._is_deepcopy(node)
 
     def _may_update(self) -> bool:
         """Whether the module may hold in-place averaging updates (a cheap look first)."""
@@ -1032,12 +1111,14 @@ class AveragingObjects:
         for call in self.ctx.nodes(cst.Call):
             func = call.func
             if isinstance(func, cst.Attribute) and func.attr.value in methods:
-                obj = self._refer(func.value, 0)
-                if obj is None:
-                    continue
-                known = obj.spec is None or func.attr.value in obj.spec.update_methods
-                if known and call not in obj.updates:
-                    obj.updates.append(call)
+                referred = self._refer(func.value, 0)
+                # ``self.ema = ModelEMA(model)`` made again on resume: the attribute holds
+                # one of the copies, made by the same API, and the call updates it.
+                targets = [referred] if referred is not None else []
+                for obj in targets or self._same_api_attribute(func.value):
+                    known = obj.spec is None or func.attr.value in obj.spec.update_methods
+                    if known and call not in obj.updates:
+                        obj.updates.append(call)
             elif isinstance(func, (cst.Name, cst.Attribute)) and not self._by_creation.get(
                 id(call)
             ):
@@ -1053,7 +1134,18 @@ class AveragingObjects:
             for update in self.ctx.get(InPlaceUpdates).updates:
                 container = update.shadow_container
                 target = container if container is not None else strip_tensor(update.shadow)
-                obj = self._refer(container_of(target), 0)
+                shadow = container_of(target)
+                passed = self._passed_by_callers(shadow)
+                if passed is not None:
+                    # A helper given different copies (or a copy and a plain model): each
+                    # copy is updated where a call passes it, not wherever the helper runs.
+                    for call, obj in passed:
+                        if update not in obj.inplace:
+                            obj.inplace.append(update)
+                        if call not in obj.updates:
+                            obj.updates.append(call)
+                    continue
+                obj = self._refer(shadow, 0)
                 if obj is not None:
                     obj.inplace.append(update)
                     if update.node not in obj.updates:
@@ -1064,6 +1156,54 @@ class AveragingObjects:
                 if obj is not None:
                     obj.weight_reassigned = True
                     obj.reasons.append(f"{self._code(target)} is assigned after construction")
+
+    def _same_api_attribute(self, node: cst.BaseExpression) -> list[AveragingObject]:
+        """The objects ``self.x`` (or ``instance.x``) is assigned in the methods of its
+        class, when there are several and one API made them all (a copy made again when a
+        run resumes); empty otherwise."""
+        if not isinstance(node, cst.Attribute) or not isinstance(node.value, cst.Name):
+            return []
+        if node.value.value == "self":
+            cls = self.resolver.class_of_self(node)
+        else:
+            cls = self.resolver.instance_class(node.value)
+        if cls is None:
+            return []
+        found: list[AveragingObject] = []
+        for value in self.resolver.self_assignments(cls).get(node.attr.value, []):
+            if value is None or (isinstance(value, cst.Name) and value.value == "None"):
+                continue
+            obj = self._refer(value, 1)
+            if obj is None or obj.spec is None:
+                return []
+            if obj not in found:
+                found.append(obj)
+        if len(found) < 2 or len({o.spec.qualname for o in found if o.spec}) != 1:
+            return []
+        return found
+
+    def _passed_by_callers(
+        self, shadow: cst.BaseExpression
+    ) -> list[tuple[cst.Call, AveragingObject]] | None:
+        """When ``shadow`` is a parameter of a function whose in-module callers do not all
+        pass the same averaging object for it, the calls that pass one, with the object;
+        None otherwise (not a parameter, no callers, or one object from every caller)."""
+        if not isinstance(shadow, cst.Name):
+            return None
+        bindings = self.resolver.bindings_of(shadow) or []
+        if len(bindings) != 1 or bindings[0].kind != "param":
+            return None
+        function, param = bindings[0].function, bindings[0].param
+        if not isinstance(function, cst.FunctionDef) or param is None:
+            return None
+        passed = [
+            (call, self._refer(argument, 1) if argument is not None else None)
+            for call, argument in self.resolver.arguments_for(function, param)
+        ]
+        objects = {id(obj) for _, obj in passed}
+        if len(objects) < 2:
+            return None
+        return [(call, obj) for call, obj in passed if obj is not None]
 
     def _link_helper_updates(self) -> None:
         """``update_ema(ema, model, decay=...)``: a call of a function the module imports

@@ -49,6 +49,7 @@ from .resolution import ModuleFile
 from .summaries import (
     ClassSummary,
     EvaluatorSummary,
+    FactorySummary,
     ModuleSummary,
     RecalibratorSummary,
     StepperSummary,
@@ -471,6 +472,8 @@ class ProjectLink:
         where = _display(module.path, self.base)
         if isinstance(record, ClassSummary):
             spec = class_spec(record, qualname, where)
+        elif isinstance(record, FactorySummary):
+            spec = self._factory_spec(module, record, qualname, where)
         elif isinstance(record, UpdaterSummary):
             spec = updater_spec(record, qualname, where)
         else:
@@ -480,6 +483,30 @@ class ProjectLink:
                 f"{record.name}, defined in {where}", module.path, record.line
             )
         return spec
+
+    def _factory_spec(
+        self, module: ModuleFile, record: FactorySummary, qualname: str, where: str
+    ) -> ApiSpec | None:
+        """A function returning an instance of a project averaging class: its call makes
+        one, with the function's own parameters (the class's weight is set inside)."""
+        summary = self._summary(module)
+        made = summary.find(record.cls) if summary is not None else None
+        if not isinstance(made, ClassSummary):
+            return None
+        spec = class_spec(made, qualname, where)
+        if spec is None:
+            return None
+        return replace(
+            spec,
+            params=tuple(record.params),
+            kwonly=(),
+            var_kwargs=False,
+            defaults={p: REQUIRED for p in record.params},
+            weight=None,
+            device=None,
+            dtype=None,
+            model_copy=None,
+        )
 
     def _evidence_object(
         self, caller: ModuleFile, evidence: str

@@ -8,8 +8,12 @@ content's hash and read back without parsing:
 - ``classes``: classes that hold averaged weights: subclasses of a table API, or the
   project's own implementation recognised by structure (a deepcopy held and averaged in
   place, a shadow dict filled from ``named_parameters()`` and updated, an
-  ``apply_shadow``/``copy_to``/``restore`` protocol), with their decay argument, side,
-  default and warmup, methods, device, dtype, buffers and eval mode;
+  ``apply_shadow``/``copy_to``/``restore`` protocol, a holder whose method hands one of
+  its attributes to an update function of the module: a ``TrainState`` with
+  ``ema_update()``), with their decay argument, side, default and warmup, methods, device,
+  dtype, buffers and eval mode;
+- ``factories``: functions that build and return an instance of one of those classes
+  (``initialize_train_state(config)`` returning a ``TrainState``);
 - ``updaters``: functions that average one argument into another (``update_ema(target,
   source, rate)``), with which argument is the average, the live weights and the rate;
 - ``steppers``: functions and callable classes whose call runs ``backward()`` and/or the
@@ -50,7 +54,7 @@ from ema_lint.analysis.syntax.vocabulary import is_averaged_name, names_an_avera
 from ema_lint.analysis.training.evaluation import EvaluationSites
 from ema_lint.analysis.training.modes import ModeTracker
 
-FORMAT = 2
+FORMAT = 4
 
 _WEIGHT_WORDS = {"decay", "beta", "momentum", "rate", "tau", "alpha", "ema_decay", "mu"}
 _APPLY = ("apply_shadow", "copy_to", "apply", "swap", "set", "swap_in")
@@ -66,7 +70,7 @@ class ClassSummary:
 
     name: str
     line: int
-    structure: str  # "subclass", "deepcopy", "shadow-dict", "protocol"
+    structure: str  # "subclass", "deepcopy", "shadow-dict", "protocol", "holder"
     kind: str = "ema"  # "ema" or "swa"
     base: str | None = None  # the table API it subclasses
     params: list[str] = field(default_factory=list)
@@ -109,6 +113,16 @@ class UpdaterSummary:
     # Whether the update brings the buffers along: "yes" (a state_dict() average), "copied"
     # (the function copies buffers() too), "no" (parameters only), "" (unknown).
     buffers: str = ""
+
+
+@dataclass
+class FactorySummary:
+    """A function that returns a new instance of a class of ``classes``."""
+
+    name: str
+    line: int
+    params: list[str]
+    cls: str
 
 
 @dataclass
@@ -167,6 +181,7 @@ class ModuleSummary:
     calls: list[CallSummary] = field(default_factory=list)
     exports: dict[str, list[str]] = field(default_factory=dict)
     recalibrators: list[RecalibratorSummary] = field(default_factory=list)
+    factories: list[FactorySummary] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, **dataclasses.asdict(self)}
@@ -183,11 +198,19 @@ class ModuleSummary:
             [CallSummary(**c) for c in data["calls"]],
             {k: list(v) for k, v in data["exports"].items()},
             [RecalibratorSummary(**r) for r in data["recalibrators"]],
+            [FactorySummary(**f) for f in data["factories"]],
         )
 
     def find(self, name: str) -> object | None:
         # A recalibration helper also runs the model without grad: it is the more specific fact.
-        groups = (self.classes, self.updaters, self.steppers, self.recalibrators, self.evaluators)
+        groups = (
+            self.classes,
+            self.updaters,
+            self.steppers,
+            self.recalibrators,
+            self.evaluators,
+            self.factories,
+        )
         for group in groups:
             for item in group:
                 if item.name == name:
@@ -228,6 +251,7 @@ class _Extractor:
         self._objects: AveragingObjects | None = None
         self._updates: list[InPlaceUpdate] | None = None
         self._pending: list[tuple[Any, cst.CSTNode]] = []
+        self._module_updaters: dict[str, UpdaterSummary] | None = None
 
     @property
     def objects(self) -> AveragingObjects:
@@ -311,6 +335,7 @@ class _Extractor:
                 summary.evaluators.append(evaluator)
         summary.recalibrators = self._recalibrators()
         summary.calls = self._calls()
+        summary.factories = self._factories({c.name for c in summary.classes})
         return summary
 
     # Helpers ---------------------------------------------------------------------------------
@@ -381,6 +406,8 @@ class _Extractor:
                 # timm's ModelEma shape: the update goes through a function the per-file
                 # analysis does not follow (``copy_(update_fn(e, m))``).
                 structure = "deepcopy"
+            elif self._holder_methods(methods):
+                structure = "holder"
             else:
                 return None
         summary = self._at(ClassSummary(cls.name.value, 0, structure), cls)
@@ -406,6 +433,10 @@ class _Extractor:
                 summary.store_methods.append(name)
             elif name in _RESTORE:
                 summary.restore_methods.append(name)
+        if structure == "holder":
+            held_by = self._holder_methods(methods)
+            summary.update_methods = list(held_by)
+            summary.model_copy = next(iter(held_by.values()))
         if not summary.update_methods and "update" in methods:
             summary.update_methods.append("update")
         if copies:
@@ -453,6 +484,98 @@ class _Extractor:
             if ancestor is top:
                 return
             yield ancestor
+
+    def _updaters_by_name(self) -> dict[str, UpdaterSummary]:
+        """The module's own update functions (``_updater``), by name."""
+        if self._module_updaters is None:
+            self._module_updaters = {}
+            for node in self.ctx.nodes(cst.FunctionDef):
+                if self.index.enclosing(node, cst.ClassDef, cst.FunctionDef) is not None:
+                    continue
+                found = self._updater(node)
+                if found is not None:
+                    self._module_updaters[node.name.value] = found
+        return self._module_updaters
+
+    def _holder_methods(self, methods: dict[str, cst.FunctionDef]) -> dict[str, str]:
+        """Methods that hand an attribute of ``self`` to an update function of the module as
+        its average (``def ema_update(self, rate): ema(self.nnet_ema, self.nnet, rate)``),
+        with that attribute; the attribute is named as averaged."""
+        updaters = self._updaters_by_name() if methods else {}
+        found: dict[str, str] = {}
+        if not updaters:
+            return found
+        for name, method in methods.items():
+            if name.startswith("__"):
+                continue
+            for call in self.index.descendants(method, cst.Call):
+                if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Name):
+                    continue
+                updater = updaters.get(call.func.value)
+                if updater is None:
+                    continue
+                argument = self._argument(call, updater.params, updater.average)
+                if (
+                    isinstance(argument, cst.Attribute)
+                    and isinstance(argument.value, cst.Name)
+                    and argument.value.value == "self"
+                    and is_averaged_name(argument.attr.value)
+                ):
+                    found[name] = argument.attr.value
+                    break
+        return found
+
+    @staticmethod
+    def _argument(call: cst.Call, params: list[str], name: str) -> cst.BaseExpression | None:
+        """What ``call`` passes for the parameter ``name`` of ``params`` (None: unknown)."""
+        position = 0
+        for arg in call.args:
+            if arg.star:
+                return None
+            if arg.keyword is not None:
+                if arg.keyword.value == name:
+                    return arg.value
+                continue
+            if position < len(params) and params[position] == name:
+                return arg.value
+            position += 1
+        return None
+
+    def _factories(self, classes: set[str]) -> list[FactorySummary]:
+        """Module-level functions returning a new instance of one of ``classes``: ``return
+        Cls(...)``, or a name bound to ``Cls(...)`` in the function and returned."""
+        found: list[FactorySummary] = []
+        if not classes:
+            return found
+        for function in self.ctx.nodes(cst.FunctionDef):
+            if self.index.enclosing(function, cst.ClassDef, cst.FunctionDef) is not None:
+                continue
+            if function.name.value in classes:
+                continue
+            made: str | None = None
+            for ret in self.index.descendants(function, cst.Return):
+                if not isinstance(ret, cst.Return) or ret.value is None:
+                    continue
+                if self.index.enclosing(ret, cst.FunctionDef) is not function:
+                    continue
+                value: cst.BaseExpression | None = ret.value
+                if isinstance(value, cst.Name):
+                    value = self.resolver.assigned_value(value)
+                name = (
+                    value.func.value
+                    if isinstance(value, cst.Call) and isinstance(value.func, cst.Name)
+                    else None
+                )
+                if name not in classes or (made is not None and name != made):
+                    made = None
+                    break
+                made = name
+            if made is not None:
+                params = [p.name.value for p in _all_params(function)]
+                found.append(
+                    self._at(FactorySummary(function.name.value, 0, params, made), function)
+                )
+        return found
 
     def _unwraps(self, init: cst.FunctionDef) -> bool:
         """``deepcopy(model.module if is_parallel(model) else model)``, ``de_parallel(model)``."""

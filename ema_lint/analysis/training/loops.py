@@ -190,6 +190,7 @@ class TrainingLoops:
         self._step_anchors: dict[int, list[cst.Call]] = {}
         self._stepping_in: dict[int | None, list[cst.Call]] = {}
         self._micro_batch: dict[int, bool] = {}
+        self._loop_functions: set[int] | None = None
         self._assignments: dict[str, list[cst.BaseExpression]] | None = None
         self._step_models: dict[str, set[str] | None] = {}
         self._block_ifs: dict[int, tuple[list[int], list[cst.If]]] = {}
@@ -335,7 +336,7 @@ class TrainingLoops:
         timm's ``loss_scaler(loss, optimizer)`` and mmengine's
         ``optim_wrapper.update_params(loss)`` (backward and step in one call)."""
         func = call.func
-        if self.is_scaler_call(call):
+        if self.is_scaler_call(call) or self.is_lightning_step(call):
             return True
         external = self.external_summary(call)
         if external is not None and external.backpropagates:
@@ -370,6 +371,22 @@ class TrainingLoops:
         receiver = _last_identifier(second.value)
         return bool(receiver and _OPTIMIZER_NAME.search(receiver))
 
+    def is_lightning_step(self, call: cst.Call) -> bool:
+        """``super().optimizer_step(epoch, batch_idx, optimizer, optimizer_closure)`` in a
+        Lightning ``optimizer_step`` override: the base method runs the closure (the
+        training step and its backward pass), then the optimizer step."""
+        func = call.func
+        if not (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "optimizer_step"
+            and isinstance(func.value, cst.Call)
+            and isinstance(func.value.func, cst.Name)
+            and func.value.func.value == "super"
+        ):
+            return False
+        fn = self.function_of(call)
+        return fn is not None and fn.name.value == "optimizer_step"
+
     def external_summary(self, call: cst.Call) -> StepSummary | None:
         """What a call into another file does, when something outside this module knows.
 
@@ -386,7 +403,7 @@ class TrainingLoops:
         ``optim_wrapper.update_params(loss)``; ``sgd.step()`` when ``sgd`` is known to be an
         optimizer by where it was made (``analysis/objects/optimizers.py``)."""
         func = call.func
-        if self.is_scaler_call(call):
+        if self.is_scaler_call(call) or self.is_lightning_step(call):
             return True
         external = self.external_summary(call)
         if external is not None and external.steps:
@@ -604,6 +621,25 @@ class TrainingLoops:
                 call for call in self.stepping_calls_in(fn) if self.index.contains(loop, call)
             ]
         return found
+
+    def runs_training_loop(self, call: cst.Call, depth: int = 0) -> bool:
+        """The call runs a whole training loop (``fit(...)``, ``train_one_epoch(...)``): the
+        functions it may run hold one, themselves or through their own calls. Such a call
+        steps many times; it is not the step of one iteration."""
+        if self._loop_functions is None:
+            self._loop_functions = {
+                id(fn) for fn in map(self.function_of, self.train_loops) if fn is not None
+            }
+        for target in self.local_targets(call):
+            if id(target) in self._loop_functions:
+                return True
+            if depth < self.MAX_CALL_DEPTH and any(
+                self.runs_training_loop(inner, depth + 1)
+                for inner in self.stepping_calls_in(target)
+                if inner is not call
+            ):
+                return True
+        return False
 
     def stepping_calls_in(self, fn: cst.FunctionDef | None) -> list[cst.Call]:
         """The calls of ``calls_in(fn)`` that step the optimizer, in document order."""
@@ -1151,7 +1187,14 @@ class Placement:
 
     # Update before the step --------------------------------------------------------------
     def before_step(self, node: cst.CSTNode) -> BeforeStep | None:
-        """The step that follows ``node`` in the same iteration, looked for from ``node``'s
+        """The first of ``before_steps(node)``, or None."""
+        found = self.before_steps(node)
+        return found[0] if found else None
+
+    def before_steps(self, node: cst.CSTNode) -> list[BeforeStep]:
+        """For each path from a training loop to ``node`` (a helper holding the update is
+        called from several places), the step that follows it in the same iteration,
+        looked for from ``node``'s
         own function outwards through its callers up to the training loop. Without a loop
         in the module (a Lightning ``training_step`` with manual optimisation, a step
         function a framework calls), the functions from ``node``'s own outwards that step.
@@ -1166,6 +1209,7 @@ class Placement:
         ]
         if not anchors and loops.backward_calls:
             chains.append((loops.call_chain(node), None, None))
+        found: list[BeforeStep] = []
         for levels, loop_node, loop in chains:
             for here in levels:
                 fn = loops.function_of(here)
@@ -1181,10 +1225,13 @@ class Placement:
                     and not loops.index.contains(here, call)
                     and loops.iteration_loop(call, fn) is own_loop
                     and not loops.exclusive(call, here)
+                    and not loops.runs_training_loop(call)
                 ]
                 # Several optimizers (a GAN's ``d_optim`` and ``g_optim``): the steps that
                 # matter are those of the optimizer training the averaged model.
-                trained = [loops.trains(call, node) for call in candidates]
+                # At a call leading to the update (a helper ``accumulate(g_ema, g_module,
+                # decay)``), its arguments name the models too.
+                trained = [self._trains(call, node, here) for call in candidates]
                 if any(t is True for t in trained):
                     pairs = zip(candidates, trained, strict=True)
                     candidates = [c for c, t in pairs if t is not False]
@@ -1196,10 +1243,23 @@ class Placement:
                 if earlier:
                     break  # the update already follows a step of its iteration
                 if later is not None:
-                    return BeforeStep(here, later, fn, loop if at_loop else None)
+                    if not any(f.node is here for f in found):
+                        found.append(BeforeStep(here, later, fn, loop if at_loop else None))
+                    break
                 if at_loop:
                     break
-        return None
+        return found
+
+    def _trains(self, step: cst.Call, node: cst.CSTNode, here: cst.CSTNode) -> bool | None:
+        """Whether ``step``'s optimizer trains the model the update ``node`` averages, asked
+        of the update and of the call ``here`` that leads to it: True if either says so,
+        False if one says not and none says so, None if neither knows."""
+        answers = [self.loops.trains(step, node)]
+        if here is not node:
+            answers.append(self.loops.trains(step, here))
+        if True in answers:
+            return True
+        return False if False in answers else None
 
     def _innermost_loop(self, node: cst.CSTNode, fn: cst.FunctionDef | None) -> Loop | None:
         for ancestor in self.index.ancestors(node):
