@@ -47,7 +47,7 @@ from ema_lint.analysis.syntax.values import ValueResolver
 from ema_lint.analysis.syntax.vocabulary import AVERAGE_COMPOUNDS, averaged_identifier
 
 from . import resolution
-from .admission import EVIDENCE, definition, reexports
+from .admission import EVIDENCE, PROSE, definition, imports, reexports
 from .resolution import ModuleFile
 from .summaries import (
     ClassSummary,
@@ -212,8 +212,6 @@ _IDENTIFIER = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 _NOT_CODE = re.compile(
     rb"#[^\n]*|'''.*?'''|\"\"\".*?\"\"\"|'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"", re.S
 )
-# Comments and docstrings ("global average pooling"): prose, not names.
-_PROSE = re.compile(rb"#[^\n]*|'''.*?'''|\"\"\".*?\"\"\"", re.S)
 _COMPOUNDS = tuple(c.encode() for c in AVERAGE_COMPOUNDS)
 _API_NAMES = re.compile(
     rb"\b(?:"
@@ -232,14 +230,14 @@ _EVAL_WORDS = (b"no_grad", b"inference_mode")
 
 def averaging_evidence(body: bytes) -> bool:
     """The bytes of a definition can make an averaging-class or update-helper record: an
-    averaging word as an identifier component (admission's ``EVIDENCE``, in the code and its
-    strings, not in comments and docstrings), a table API's name, a compound naming an
+    averaging word as an identifier component (admission's ``EVIDENCE``, not in comments
+    and docstrings), a table API's name, a compound naming an
     average update (``momentum_update``), or an identifier of the code
     that the analysis takes for an averaged name (``encoder_k``, ``target_net``,
     ``avg_model``; comments and strings left out: ``global_pool='avg'`` names no average)."""
     if any(c in body for c in _COMPOUNDS):
         return True
-    unprosed = _PROSE.sub(b" ", body)
+    unprosed = PROSE.sub(b" ", body)
     if EVIDENCE.search(unprosed) is not None or _API_NAMES.search(unprosed) is not None:
         return True  # (a table API: a subclass or a wrapper, ``optax.incremental_update``)
     code = _NOT_CODE.sub(b" ", unprosed)
@@ -282,6 +280,35 @@ def defines_relevant(data: bytes, name: str, kinds: frozenset[str] = ALL_KINDS) 
     if body is None:
         return reexports(data, name)
     return any(kind_evidence(body, name, kind) for kind in kinds)
+
+
+def reexport_relevant(
+    path: str, data: bytes, name: str, kinds: frozenset[str], depth: int = 0
+) -> bool:
+    """Whether ``name``, which the module at ``path`` imports rather than defines, may lead
+    to a definition with evidence of ``kinds``: followed by bytes through the module's
+    import lines (``from .vision_transformer import Attention`` in a package of models need
+    not summarise the re-exporting module, often a large one). An import the byte reader
+    cannot follow (``import X as name``, a line it does not parse) leaves it to the summary."""
+    if depth > MAX_REEXPORTS:
+        return False
+    listed = False
+    for imported in imports(path, data):
+        if imported.names is None or name not in imported.names:
+            continue  # (a module taken whole, ``from pkg import mod``: not this name)
+        listed = True
+        read = STORE.read(imported.path)
+        if read is None:
+            continue
+        target = read[1]
+        if definition(target, name) is not None:
+            if defines_relevant(target, name, kinds):
+                return True
+        elif reexports(target, name) and reexport_relevant(
+            imported.path, target, name, kinds, depth + 1
+        ):
+            return True
+    return not listed
 
 
 # Evidence for messages ------------------------------------------------------------------------
@@ -500,6 +527,10 @@ class ProjectLink:
         read = STORE.read(module.path)
         if read is None or not defines_relevant(read[1], name, kinds):
             return None  # the module does not define ``name`` with anything about averaging
+        if definition(read[1], name) is None and not reexport_relevant(
+            module.path, read[1], name, kinds, depth
+        ):
+            return None  # a re-export of a definition that holds no such evidence
         summary = self._summary(module)
         if summary is None:
             return None
