@@ -282,6 +282,22 @@ def defines_relevant(data: bytes, name: str, kinds: frozenset[str] = ALL_KINDS) 
     return any(kind_evidence(body, name, kind) for kind in kinds)
 
 
+_RELEVANCE: dict[tuple[str, str, frozenset[str]], bool] = {}
+MAX_RELEVANCE = 100_000
+
+
+def _relevant(digest: str, data: bytes, name: str, kinds: frozenset[str]) -> bool:
+    """``defines_relevant``, once per content, name and kinds in a process (every file of a
+    package asks it of the same few definitions)."""
+    key = (digest, name, kinds)
+    found = _RELEVANCE.get(key)
+    if found is None:
+        if len(_RELEVANCE) >= MAX_RELEVANCE:
+            _RELEVANCE.clear()
+        found = _RELEVANCE[key] = defines_relevant(data, name, kinds)
+    return found
+
+
 def reexport_relevant(
     path: str, data: bytes, name: str, kinds: frozenset[str], depth: int = 0
 ) -> bool:
@@ -525,7 +541,7 @@ class ProjectLink:
         if module is None:
             return None
         read = STORE.read(module.path)
-        if read is None or not defines_relevant(read[1], name, kinds):
+        if read is None or not _relevant(read[0], read[1], name, kinds):
             return None  # the module does not define ``name`` with anything about averaging
         if definition(read[1], name) is None and not reexport_relevant(
             module.path, read[1], name, kinds, depth
