@@ -13,9 +13,12 @@ layers below ask it three kinds of question, and never open a file themselves:
 
 Cost is bounded: only modules this module imports (and, for callers, the project's files
 whose bytes name one of its functions and its module) are summarised, each at most once per
-content; imports are followed through re-exports to a fixed depth; the files and their
-hashes that were read are kept in ``used``, so the results cache can tell when a helper
-changed.
+content, and only when the definition looked up holds byte evidence of the kind of record
+asked for (``kind_evidence``: an averaging class needs averaging names in its code, a step
+helper ``.backward(``/``.step(``); a re-export is followed by bytes first), and a caller is
+scanned for a step helper only when it names one of the project's possible step helpers;
+imports are followed through re-exports to a fixed depth; the files and their hashes that
+were read are kept in ``used``, so the results cache can tell when a helper changed.
 """
 
 from __future__ import annotations
