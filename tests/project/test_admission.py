@@ -69,3 +69,17 @@ def test_a_module_imported_whole_admits_through_the_names_it_is_used_for(
     root = _project(tmp_path, {"tools.py": _AVERAGING})
     assert _admits(root, "import tools as t\ns = t.Smoother(net, 0.9)\n")
     assert not _admits(root, "import tools as t\nt.load_schema('a')\n")
+
+
+def test_averaging_named_only_in_comments_and_docstrings_is_no_evidence(tmp_path: Path) -> None:
+    prose = (
+        "class Blend:\n"
+        '    """Returns a weighted average of the two images (like an EMA)."""\n\n'
+        "    def __call__(self, a, b):\n"
+        "        # the exponential moving average of nothing\n"
+        "        return a + b\n"
+    )
+    code = prose + "\n\ndef shadow_of(model):\n    return {'shadow': model.state_dict()}\n"
+    root = _project(tmp_path, {"blend.py": code})
+    assert not _admits(root, "from blend import Blend\nBlend()(1, 2)\n")
+    assert _admits(root, "from blend import shadow_of\nshadow_of(net)\n")

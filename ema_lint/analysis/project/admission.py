@@ -6,8 +6,9 @@ Plain Python, no libcst: the command's parent process and the flake8 plugin run 
 whose bytes hold no trigger. It reads only the import lines, resolves them against the
 project roots, and looks in the imported module's bytes at the definition of each name the
 file imports (or uses, for ``import pkg.mod as m``: ``m.Name``): only a definition that
-spells averaging admits the file. Looking at the whole module instead would admit most of a
-large project (any module that says ``schema`` or ``.step(`` somewhere).
+spells averaging in its code (not in comments or docstrings) admits the file. Looking at
+the whole module instead would admit most of a large project (any module that says
+``schema`` or ``.step(`` somewhere).
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ EVIDENCE = re.compile(
     rb"|[Aa]verag|shadow|Shadow|polyak|Polyak|teacher|Teacher|lerp"
     rb"|running_mean|running_var|reset_running_stats"
 )
+# Comments and docstrings (triple-quoted strings): prose, where "a weighted average of the
+# noise" names no averaged weights. Evidence is looked for in what is left.
+PROSE = re.compile(rb"#[^\n]*|'''.*?'''|\"\"\".*?\"\"\"", re.S)
 _TOP_LEVEL = re.compile(rb"^[^\s#)\]}]", re.MULTILINE)
 MAX_IMPORTS = 64
 MAX_NAMES = 16
@@ -61,6 +65,14 @@ def _at_line_start(data: bytes, name: bytes, prefixes: tuple[bytes, ...]) -> int
                 return at
             at = data.find(needle, at + 1)
     return -1
+
+
+def spells_averaging(data: bytes) -> bool:
+    """``EVIDENCE`` outside comments and docstrings (a scan of the bytes first: most text
+    holds no evidence at all, and then there is no prose to take out)."""
+    if EVIDENCE.search(data) is None:
+        return False
+    return EVIDENCE.search(PROSE.sub(b" ", data)) is not None
 
 
 def definition(data: bytes, name: str) -> bytes | None:
@@ -197,7 +209,7 @@ def _name_relevant_uncached(
 ) -> bool:
     body = definition(data, name)
     if body is not None:
-        return EVIDENCE.search(body) is not None
+        return spells_averaging(body)
     if depth >= MAX_REEXPORTS or not reexports(data, name):
         return False
     for imported in _imports_of(path, data):
@@ -231,7 +243,7 @@ def about_averaging(imported: list[Imported], consulted: list[str] | None = None
         seen.append(item.path)
         if item.names is None:
             data = _read(item.path)
-            if data is not None and EVIDENCE.search(data) is not None:
+            if data is not None and spells_averaging(data):
                 return True
             continue
         for name in item.names:

@@ -13,9 +13,12 @@ layers below ask it three kinds of question, and never open a file themselves:
 
 Cost is bounded: only modules this module imports (and, for callers, the project's files
 whose bytes name one of its functions and its module) are summarised, each at most once per
-content; imports are followed through re-exports to a fixed depth; the files and their
-hashes that were read are kept in ``used``, so the results cache can tell when a helper
-changed.
+content, and only when the definition looked up holds byte evidence of the kind of record
+asked for (``kind_evidence``: an averaging class needs averaging names in its code, a step
+helper ``.backward(``/``.step(``); a re-export is followed by bytes first), and a caller is
+scanned for a step helper only when it names one of the project's possible step helpers;
+imports are followed through re-exports to a fixed depth; the files and their hashes that
+were read are kept in ``used``, so the results cache can tell when a helper changed.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
@@ -30,6 +34,7 @@ import libcst as cst
 
 from ema_lint import limits
 from ema_lint.analysis.objects.apis import (
+    API_SPECS,
     API_TABLE,
     REQUIRED,
     ApiSpec,
@@ -42,9 +47,10 @@ from ema_lint.analysis.objects.apis import (
 from ema_lint.analysis.syntax.context import FileContext
 from ema_lint.analysis.syntax.names import ImportTable, dotted_name
 from ema_lint.analysis.syntax.values import ValueResolver
+from ema_lint.analysis.syntax.vocabulary import AVERAGE_COMPOUNDS, averaged_identifier
 
 from . import resolution
-from .admission import definition, reexports
+from .admission import EVIDENCE, PROSE, definition, imports, reexports
 from .resolution import ModuleFile
 from .summaries import (
     ClassSummary,
@@ -55,32 +61,13 @@ from .summaries import (
     StepperSummary,
     UpdaterSummary,
     averaging_definitions,
+    evaluation_name,
     summarize,
 )
 
 MAX_REEXPORTS = 3
 MAX_FILE_BYTES = 2_000_000
 MAX_PROJECT_FILES = 3000
-_RELEVANT = (
-    b"ema",
-    b"EMA",
-    b"Ema",
-    b"shadow",
-    b"average",
-    b"Average",
-    b"swa",
-    b"SWA",
-    b"teacher",
-    b"polyak",
-    b"momentum",
-    b"backward",
-    b".step(",
-    b"no_grad",
-    b"inference_mode",
-    b"running_mean",
-    b"running_var",
-    b"reset_running_stats",
-)
 _SKIP_DIRS = {
     "__pycache__",
     "node_modules",
@@ -142,13 +129,13 @@ class SummaryStore:
 
     @staticmethod
     def _compute(data: bytes, path: str) -> ModuleSummary | None:
-        if not any(token in data for token in _RELEVANT):
+        if not module_relevant(data):
             return ModuleSummary()  # nothing about averaging or steps: an empty summary
         if limits.check(data) is not None:
             return None
         try:
             module = cst.parse_module(data)
-            found = summarize(module, path)
+            found = summarize(module, path, data)
         except Exception:  # a module that does not parse or analyse tells nothing
             return None
         _remember_parse(data, module)
@@ -209,14 +196,139 @@ def use_directory(directory: str | None) -> None:
     STORE.directory = directory
 
 
-def defines_relevant(data: bytes, name: str) -> bool:
-    """``data`` defines ``name`` at the top level with averaging or step evidence in the
-    definition (its decorators included), or imports ``name`` (a re-export). A byte scan
-    that saves summarising the modules a file imports for other things."""
+# The kinds of record a lookup wants, each with the evidence its definition must hold.
+AVERAGING = "averaging"  # ClassSummary, UpdaterSummary
+STEP = "step"  # StepperSummary
+EVALUATION = "evaluation"  # EvaluatorSummary
+RECALIBRATION = "recalibration"  # RecalibratorSummary
+ALL_KINDS = frozenset({AVERAGING, STEP, EVALUATION, RECALIBRATION})
+_AVERAGING, _STEP = frozenset({AVERAGING}), frozenset({STEP})
+_EVALUATION, _RECALIBRATION = frozenset({EVALUATION}), frozenset({RECALIBRATION})
+_KIND_OF: dict[type, str] = {
+    ClassSummary: AVERAGING,
+    UpdaterSummary: AVERAGING,
+    StepperSummary: STEP,
+    EvaluatorSummary: EVALUATION,
+    RecalibratorSummary: RECALIBRATION,
+}
+_IDENTIFIER = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+# Comments and string literals, for the names test (``global_pool='avg'`` names no average).
+_NOT_CODE = re.compile(
+    rb"#[^\n]*|'''.*?'''|\"\"\".*?\"\"\"|'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"", re.S
+)
+_COMPOUNDS = tuple(c.encode() for c in AVERAGE_COMPOUNDS)
+_API_NAMES = re.compile(
+    rb"\b(?:"
+    + b"|".join(
+        re.escape(n.encode())
+        for n in sorted(
+            {s.short_name for s in API_SPECS if s.role in (Role.EMA_MODEL, Role.SWA_MODEL)}
+            | {s.short_name for s in API_SPECS if s.role is Role.EMA_FUNCTION}
+        )
+    )
+    + rb")\b"
+)
+_RECALIBRATION_WORDS = (b"running_mean", b"running_var", b"reset_running_stats", b"momentum")
+_EVAL_WORDS = (b"no_grad", b"inference_mode")
+
+
+def averaging_evidence(body: bytes) -> bool:
+    """The bytes of a definition can make an averaging-class or update-helper record: an
+    averaging word as an identifier component (admission's ``EVIDENCE``, not in comments
+    and docstrings), a table API's name, a compound naming an
+    average update (``momentum_update``), or an identifier of the code
+    that the analysis takes for an averaged name (``encoder_k``, ``target_net``,
+    ``avg_model``; comments and strings left out: ``global_pool='avg'`` names no average)."""
+    if any(c in body for c in _COMPOUNDS):
+        return True
+    unprosed = PROSE.sub(b" ", body)
+    if EVIDENCE.search(unprosed) is not None or _API_NAMES.search(unprosed) is not None:
+        return True  # (a table API: a subclass or a wrapper, ``optax.incremental_update``)
+    code = _NOT_CODE.sub(b" ", unprosed)
+    return any(averaged_identifier(m.decode("ascii")) for m in set(_IDENTIFIER.findall(code)))
+
+
+def kind_evidence(body: bytes, name: str, kind: str) -> bool:
+    """The definition ``body`` of ``name`` can make a record of ``kind`` (by bytes: a
+    superset of what the summary's extractor accepts)."""
+    if kind == AVERAGING:
+        return averaging_evidence(body)
+    if kind == STEP:
+        found = _TOP_DEFINITION.search(body)
+        return _could_step(body, found is not None and found.group(0).startswith(b"class"))
+    if kind == EVALUATION:  # a function only
+        found = _TOP_DEFINITION.search(body)
+        if found is None or found.group(0).startswith(b"class"):
+            return False
+        return evaluation_name(name) or any(w in body for w in _EVAL_WORDS)
+    if kind == RECALIBRATION:
+        return any(w in body for w in _RECALIBRATION_WORDS)
+    return False
+
+
+_OTHER_WORDS = (b".step(", b"backward", *_EVAL_WORDS, *_RECALIBRATION_WORDS)
+
+
+def module_relevant(data: bytes) -> bool:
+    """A module that can make any record: averaging evidence, or a step, backward,
+    no-grad or BatchNorm-statistics word."""
+    return any(w in data for w in _OTHER_WORDS) or averaging_evidence(data)
+
+
+def defines_relevant(data: bytes, name: str, kinds: frozenset[str] = ALL_KINDS) -> bool:
+    """``data`` defines ``name`` at the top level with evidence, in the definition (its
+    decorators included), of one of the ``kinds`` of record wanted, or imports ``name``
+    (a re-export). A byte scan that saves summarising the modules a file imports for other
+    things (a model class is no averaging class because its module says ``.step(``)."""
     body = definition(data, name)
     if body is None:
         return reexports(data, name)
-    return any(token in body for token in _RELEVANT)
+    return any(kind_evidence(body, name, kind) for kind in kinds)
+
+
+_RELEVANCE: dict[tuple[str, str, frozenset[str]], bool] = {}
+MAX_RELEVANCE = 100_000
+
+
+def _relevant(digest: str, data: bytes, name: str, kinds: frozenset[str]) -> bool:
+    """``defines_relevant``, once per content, name and kinds in a process (every file of a
+    package asks it of the same few definitions)."""
+    key = (digest, name, kinds)
+    found = _RELEVANCE.get(key)
+    if found is None:
+        if len(_RELEVANCE) >= MAX_RELEVANCE:
+            _RELEVANCE.clear()
+        found = _RELEVANCE[key] = defines_relevant(data, name, kinds)
+    return found
+
+
+def reexport_relevant(
+    path: str, data: bytes, name: str, kinds: frozenset[str], depth: int = 0
+) -> bool:
+    """Whether ``name``, which the module at ``path`` imports rather than defines, may lead
+    to a definition with evidence of ``kinds``: followed by bytes through the module's
+    import lines (``from .vision_transformer import Attention`` in a package of models need
+    not summarise the re-exporting module, often a large one). An import the byte reader
+    cannot follow (``import X as name``, a line it does not parse) leaves it to the summary."""
+    if depth > MAX_REEXPORTS:
+        return False
+    listed = False
+    for imported in imports(path, data):
+        if imported.names is None or name not in imported.names:
+            continue  # (a module taken whole, ``from pkg import mod``: not this name)
+        listed = True
+        read = STORE.read(imported.path)
+        if read is None:
+            continue
+        target = read[1]
+        if definition(target, name) is not None:
+            if defines_relevant(target, name, kinds):
+                return True
+        elif reexports(target, name) and reexport_relevant(
+            imported.path, target, name, kinds, depth + 1
+        ):
+            return True
+    return not listed
 
 
 # Evidence for messages ------------------------------------------------------------------------
@@ -250,8 +362,10 @@ class ProjectLink:
         self.evidence: dict[str, Evidence] = {}
         self.notes: list[tuple[str, Evidence, cst.CSTNode | None]] = []
         self._apis: dict[str, ApiSpec] | None = None
-        self._items: dict[str, tuple[ModuleFile, object] | None] = {}
-        self._callers: dict[str, list[tuple[ModuleFile, ModuleSummary]]] | None = None
+        self._items: dict[tuple[str, str, frozenset[str]], tuple[ModuleFile, object] | None] = {}
+        self._callers: (
+            dict[tuple[str, frozenset[bytes] | None], list[tuple[ModuleFile, ModuleSummary]]] | None
+        ) = None
 
     @classmethod
     def for_context(cls, ctx: FileContext) -> ProjectLink | None:
@@ -347,7 +461,7 @@ class ProjectLink:
         """The project evaluation helper a call runs, if any."""
         imports = self.ctx.get(ImportTable)
         for qualname in imports.qualified_names(call.func):
-            item = self._item(qualname)
+            item = self._item(qualname, kinds=_EVALUATION)
             if item is not None and isinstance(item[1], EvaluatorSummary):
                 module, record = item
                 where = _display(module.path, self.base)
@@ -365,7 +479,7 @@ class ProjectLink:
         """The project BatchNorm recalibration helper (its own ``update_bn``) a call runs."""
         imports = self.ctx.get(ImportTable)
         for qualname in imports.qualified_names(call.func):
-            item = self._item(qualname)
+            item = self._item(qualname, kinds=_RECALIBRATION)
             if item is not None and isinstance(item[1], RecalibratorSummary):
                 module, record = item
                 local = dotted_name(call.func)
@@ -382,7 +496,7 @@ class ProjectLink:
         """The project step helper a call runs, if any."""
         imports = self.ctx.get(ImportTable)
         for qualname in imports.qualified_names(call.func):
-            item = self._item(qualname)
+            item = self._item(qualname, kinds=_STEP)
             if item is not None and isinstance(item[1], StepperSummary) and not item[1].is_class:
                 return item[1]
         func = call.func
@@ -399,17 +513,27 @@ class ProjectLink:
         self.used[module.path] = digest
         return summary
 
-    def _item(self, qualname: str, importer: ModuleFile | None = None, depth: int = 0):
-        """(module, summary record) of a qualified name of a project definition."""
-        key = f"{importer.path if importer else ''}|{qualname}"
+    def _item(
+        self,
+        qualname: str,
+        importer: ModuleFile | None = None,
+        depth: int = 0,
+        kinds: frozenset[str] = ALL_KINDS,
+    ):
+        """(module, summary record) of a qualified name of a project definition, when the
+        record is of one of ``kinds`` (a module whose definition of the name holds no
+        evidence of them is not summarised)."""
+        key = (importer.path if importer else "", qualname, kinds)
         if key in self._items:
             return self._items[key]
         self._items[key] = None
-        found = self._lookup(qualname, importer or self.me, depth)
+        found = self._lookup(qualname, importer or self.me, depth, kinds)
+        if found is not None and _KIND_OF.get(type(found[1])) not in kinds:
+            found = None
         self._items[key] = found
         return found
 
-    def _lookup(self, qualname: str, importer: ModuleFile, depth: int):
+    def _lookup(self, qualname: str, importer: ModuleFile, depth: int, kinds: frozenset[str]):
         if depth > MAX_REEXPORTS:
             return None
         module_name, _, name = qualname.rpartition(".")
@@ -421,8 +545,12 @@ class ProjectLink:
         if module is None:
             return self._through_module_attribute(module_name, name, importer, depth)
         read = STORE.read(module.path)
-        if read is None or not defines_relevant(read[1], name):
+        if read is None or not _relevant(read[0], read[1], name, kinds):
             return None  # the module does not define ``name`` with anything about averaging
+        if definition(read[1], name) is None and not reexport_relevant(
+            module.path, read[1], name, kinds, depth
+        ):
+            return None  # a re-export of a definition that holds no such evidence
         summary = self._summary(module)
         if summary is None:
             return None
@@ -430,7 +558,7 @@ class ProjectLink:
         if item is not None:
             return module, item
         for target in summary.exports.get(name, []):
-            found = self._item(target, module, depth + 1)
+            found = self._item(target, module, depth + 1, kinds)
             if found is not None:
                 return found
         return None
@@ -465,7 +593,7 @@ class ProjectLink:
             table = API_TABLE.get(f"{absolute}.{qualname.rpartition('.')[2]}")
             if table is not None:
                 return table
-        item = self._item(qualname)
+        item = self._item(qualname, kinds=_AVERAGING)
         if item is None:
             return None
         module, record = item
@@ -518,7 +646,7 @@ class ProjectLink:
         if kind == "copy":
             return None, f"the averaged copy {value}"
         if kind == "ctor":
-            item = self._item(value, caller)
+            item = self._item(value, caller, kinds=_AVERAGING)
             if item is not None and isinstance(item[1], ClassSummary):
                 module, record = item
                 where = _display(module.path, self.base)
@@ -531,7 +659,7 @@ class ProjectLink:
         for binding in resolver.bindings_of(name) or ():
             if binding.kind == "assign" and isinstance(binding.value, cst.Call):
                 for qualname in imports.qualified_names(binding.value.func):
-                    item = self._item(qualname)
+                    item = self._item(qualname, kinds=_STEP)
                     if item is not None and isinstance(item[1], StepperSummary):
                         return item[1]
             if binding.kind == "param" and isinstance(binding.function, cst.FunctionDef):
@@ -541,11 +669,17 @@ class ProjectLink:
         return None
 
     def _stepper_argument(self, function: cst.FunctionDef, param) -> StepperSummary | None:
+        # Only a caller that constructs one of the project's step helpers can pass one: a
+        # caller whose bytes name none of them is never summarised (``model_cls(...)`` in a
+        # model builder called from every model file asks this of each of them).
+        helpers = step_helper_names(self.base)
+        if not helpers:
+            return None
         name = function.name.value
         positional = [
             p.name.value for p in (*function.params.posonly_params, *function.params.params)
         ]
-        for caller, summary in self._callers_of(name):
+        for caller, summary in self._callers_of(name, helpers):
             for call in summary.calls:
                 if not self._calls_me(caller, call.callee, name):
                     continue
@@ -558,7 +692,7 @@ class ProjectLink:
                     continue
                 kind, _, value = call.evidence.partition(":")
                 if kind == "ctor":
-                    item = self._item(value, caller)
+                    item = self._item(value, caller, kinds=_STEP)
                     if item is not None and isinstance(item[1], StepperSummary):
                         return item[1]
         return None
@@ -571,15 +705,22 @@ class ProjectLink:
         target = resolution.resolve(caller, module_name)
         return target is not None and os.path.samefile(target.path, self.me.path)
 
-    def _callers_of(self, function: str) -> list[tuple[ModuleFile, ModuleSummary]]:
+    def _callers_of(
+        self, function: str, naming: frozenset[bytes] | None = None
+    ) -> list[tuple[ModuleFile, ModuleSummary]]:
+        """Modules of the project that may call ``function`` of this module (and, when
+        ``naming`` is given, whose bytes hold one of those names), with their summaries."""
         if self._callers is None:
             self._callers = {}
-        found = self._callers.get(function)
+        key = (function, naming)
+        found = self._callers.get(key)
         if found is None:
-            found = self._callers[function] = list(self._scan_callers(function))
+            found = self._callers[key] = list(self._scan_callers(function, naming))
         return found
 
-    def _scan_callers(self, function: str) -> Iterator[tuple[ModuleFile, ModuleSummary]]:
+    def _scan_callers(
+        self, function: str, naming: frozenset[bytes] | None
+    ) -> Iterator[tuple[ModuleFile, ModuleSummary]]:
         stem = os.path.basename(self.me.path).rsplit(".", 1)[0]
         if stem == "__init__":
             stem = os.path.basename(os.path.dirname(self.me.path))
@@ -592,6 +733,8 @@ class ProjectLink:
                 continue
             _, data = read
             if word not in data or needle not in data:
+                continue
+            if naming is not None and not any(n in data for n in naming):
                 continue
             module = resolution.module_for_path(path)
             summary = self._summary(module)
@@ -619,9 +762,47 @@ def project_files(base: str) -> list[str]:
     return found
 
 
+def _could_step(body: bytes, is_class: bool) -> bool:
+    """What a step-helper record needs, by bytes: a function steps an optimizer argument
+    (``.step(`` on something named ``optim...``); a class does that or runs ``backward``
+    in its ``__call__``."""
+    steps = b".step(" in body and b"optim" in body
+    if not is_class:
+        return steps
+    return b"__call__" in body and (steps or b".backward(" in body)
+
+
+_TOP_DEFINITION = re.compile(rb"^(?:class|def|async[ \t]+def)[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
+_STEP_HELPERS: dict[str, frozenset[bytes]] = {}
+
+
+def step_helper_names(base: str) -> frozenset[bytes]:
+    """Names of the project's top-level classes and functions whose definition could be a
+    step helper (``_could_step``): the only ones a step-helper record can be made for, so
+    the only constructors a caller can pass a step helper with."""
+    found = _STEP_HELPERS.get(base)
+    if found is not None:
+        return found
+    names: set[bytes] = set()
+    for path in project_files(base):
+        read = STORE.read(path)
+        if read is None:
+            continue
+        data = read[1]
+        if b".step(" not in data and b".backward(" not in data:
+            continue
+        for match in _TOP_DEFINITION.finditer(data):
+            body = definition(data, match.group(1).decode("ascii"))
+            if body is not None and _could_step(body, match.group(0).startswith(b"class")):
+                names.add(match.group(1))
+    found = _STEP_HELPERS[base] = frozenset(names)
+    return found
+
+
 def forget() -> None:
     """Forget listings and file reads (the files may have changed)."""
     _PROJECT_FILES.clear()
+    _STEP_HELPERS.clear()
     STORE.files.clear()
     resolution.clear()
 

@@ -219,10 +219,16 @@ class ModuleSummary:
 
 
 # Extraction --------------------------------------------------------------------------------
-def summarize(module: cst.Module, path: str) -> ModuleSummary:
-    """The summary of a parsed module (its own analysis, no other file read)."""
+def summarize(module: cst.Module, path: str, source: bytes | str | None = None) -> ModuleSummary:
+    """The summary of a parsed module (its own analysis, no other file read). ``source``,
+    the text the module was parsed from, saves generating it again for the lines."""
     ctx = FileContext(module, path)
-    return _Extractor(ctx).run()
+    return _Extractor(ctx).run(source)
+
+
+def evaluation_name(name: str) -> bool:
+    """A function name that says it evaluates, samples or generates."""
+    return _EVAL_NAMES.search(name) is not None
 
 
 def _params(function: cst.FunctionDef, skip_self: bool) -> tuple[list[str], list[str], bool]:
@@ -265,27 +271,43 @@ class _Extractor:
             self._updates = self.ctx.get(InPlaceUpdates).updates
         return self._updates
 
-    def run(self) -> ModuleSummary:
+    def run(self, source: bytes | str | None = None) -> ModuleSummary:
         summary = self._collect()
         if self._pending:
-            self._fill_lines()
+            self._fill_lines(source)
         return summary
 
-    def _fill_lines(self) -> None:
+    def _fill_lines(self, source: bytes | str | None) -> None:
         """Lines of the recorded definitions and calls, from Python's own (fast) parser:
-        a position pass over the libcst tree costs as much as the summary itself."""
+        a position pass over the libcst tree costs as much as the summary itself. Only the
+        calls whose callee ends in a recorded callee's last name are spelled out."""
         try:
-            tree = ast.parse(self.ctx.module.code)
+            tree = ast.parse(self.ctx.module.code if source is None else source)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return
+        wanted = {
+            self._code(node.func).rsplit(".", 1)[-1].strip()
+            for _, node in self._pending
+            if isinstance(node, cst.Call)
+        }
         definitions: dict[tuple[str, str], list[int]] = {}
         calls: dict[str, list[int]] = {}
         for node in ast.walk(tree):
             if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                 kind = "class" if isinstance(node, ast.ClassDef) else "def"
                 definitions.setdefault((kind, node.name), []).append(node.lineno)
-            elif isinstance(node, ast.Call):
-                calls.setdefault(ast.unparse(node.func), []).append(
+            elif isinstance(node, ast.Call) and wanted:
+                func = node.func
+                last = (
+                    func.id
+                    if isinstance(func, ast.Name)
+                    else func.attr
+                    if isinstance(func, ast.Attribute)
+                    else None
+                )
+                if last is not None and last not in wanted:
+                    continue
+                calls.setdefault(ast.unparse(func), []).append(
                     node.lineno * 100_000 + node.col_offset
                 )
         for found in (*definitions.values(), *calls.values()):
