@@ -9,7 +9,7 @@ import libcst as cst
 from ..analysis.objects.apis import Side, semantics_table
 from ..analysis.objects.averaging import Use
 from ..analysis.objects.horizon import format_number
-from ..analysis.objects.triggers import WEIGHT_EVIDENCE
+from ..analysis.objects.triggers import UPDATE_EVIDENCE, WEIGHT_EVIDENCE, requiring
 from ..analysis.training.decays import DecaySetting, DecaySettings
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
@@ -81,7 +81,8 @@ class DecaySemanticsSwapped(Rule):
     fix_applicability = Applicability.SAFE
     fix_scope = FixScope.VALUE  # the literal may be where a constant is defined
     triggers = WEIGHT_EVIDENCE.triggers
-    trigger_groups = WEIGHT_EVIDENCE.groups
+    # and a hand-written update (or a class's) weighing the live weights by a ``momentum``
+    trigger_groups = (*WEIGHT_EVIDENCE.groups, *requiring((b"momentum",), UPDATE_EVIDENCE))
     requires = (DecaySettings,)
 
     @classmethod
@@ -101,9 +102,11 @@ class DecaySemanticsSwapped(Rule):
     def _swapped(setting: DecaySetting) -> bool:
         if setting.expr is None or setting.given is None or setting.use is Use.NOT_WEIGHTS:
             return False
-        if setting.hand_made or setting.definition:
+        if (setting.hand_made or setting.definition) and not setting.named_momentum:
             # Swapped coefficients of a hand-written update are EMA302's; a definition's
             # side is read from its update, so a swap there is the update's, not the value's.
+            # Unless the weight is named a momentum and the update weighs the new value by
+            # it: name and arithmetic agree, and a value near one is the value's error.
             return False
         if setting.obj is not None and setting.obj.weight_reassigned:
             return False
@@ -140,6 +143,14 @@ class DecaySemanticsSwapped(Rule):
         value = setting.value
         assert expr is not None and value is not None
         title = f"Use 1 - {format_number(setting.given or 0.0)}"
+        if setting.hand_made or setting.definition:
+            # Only the literal: wrapping the update's own weight would flip its arithmetic.
+            origin = value.origin
+            if isinstance(origin, cst.Float) and setting.editable and not value.shared:
+                text = complement_text(origin.value)
+                if text is not None:
+                    return Fix.safe(title, Edit.replace(origin, cst.Float(text)))
+            return None
         # `1 - x` at the call: unwrap.
         if (
             isinstance(expr, cst.BinaryOperation)

@@ -40,6 +40,7 @@ from ema_lint.analysis.objects.run_length import RunLength, RunLengths
 from ema_lint.analysis.objects.updates import Coefficient, InPlaceUpdate, InPlaceUpdates
 from ema_lint.analysis.syntax.context import FileContext
 from ema_lint.analysis.syntax.values import Value, ValueResolver, literal_number
+from ema_lint.analysis.syntax.vocabulary import tokens
 
 # The virtual API of a hand-written update: its weight is read from the update itself.
 HAND_MADE = ApiSpec("hand-made EMA update", Role.EMA_MODEL)
@@ -95,6 +96,22 @@ class DecaySetting:
     @property
     def hand_made(self) -> bool:
         return self.update is not None
+
+    @property
+    def named_momentum(self) -> bool:
+        """A hand-written update's or a definition's weight that is named a momentum and
+        weighs the new value in the code's own arithmetic (mmengine's ``lerp_(p,
+        self.momentum)``, ``mul_(1 - momentum).add_(p, alpha=momentum)``): the name and the
+        update agree, so a value near one is the value's error, not the update's."""
+        if self.weight.side is not Side.NEW:
+            return False
+        if self.definition:
+            name = self.weight.param
+        elif self.hand_made and isinstance(self.expr, (cst.Name, cst.Attribute)):
+            name = _code(self.expr)
+        else:
+            return False
+        return "momentum" in tokens(name)
 
     @property
     def node(self) -> cst.BaseExpression | None:
@@ -337,6 +354,14 @@ class DecaySettings:
             if param is None or param.default is None:
                 continue
             used = by_origin.get(id(param.default))
+            if used is not None and used.hand_made and _momentum_weight(weight):
+                # ``lerp_(p, self.momentum)`` reading the class's ``momentum`` default: the
+                # value is judged in the class's terms (its name and side), where it is written.
+                setting = self._definition_setting(spec, function, param)
+                if setting is not None:
+                    self.settings.remove(used)
+                    added.append(setting)
+                    continue
             if used is not None:
                 used.site = param.default  # judged at its use, reported where it is written
                 continue
@@ -600,6 +625,10 @@ def _carrier(coefficient: Coefficient, side: Side) -> tuple[cst.BaseExpression, 
         expr = expr.right
         side = Side.NEW if side is Side.OLD else Side.OLD
     return expr, side
+
+
+def _momentum_weight(weight: Weight) -> bool:
+    return weight.side is Side.NEW and "momentum" in tokens(weight.param)
 
 
 def _all_params(function: cst.FunctionDef) -> list[cst.Param]:
