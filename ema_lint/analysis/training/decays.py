@@ -251,7 +251,17 @@ class DecaySettings:
             spec_interval,
             self.resolver,
         )
+        if value is not None and self._is_parameter_default(value.origin, bound.call):
+            # ``def setup_ema(self, decay=0.9999): ModelEmaV3(m, decay=decay)``: the value is
+            # judged at its use and reported where it is written, the default.
+            setting.site = value.origin
         return setting
+
+    def _is_parameter_default(self, origin: cst.BaseExpression | None, use: cst.CSTNode) -> bool:
+        if origin is None or self.ctx.index.contains(use, origin):
+            return False
+        parent = self.ctx.index.parent(origin)
+        return isinstance(parent, cst.Param) and parent.default is origin
 
     def _condition(self, bound: BoundCall, param: str, wanted: object) -> bool | None:
         expr = bound.value(param)
