@@ -375,14 +375,16 @@ class DecaySettings:
             if used is not None:
                 used.site = param.default  # judged at its use, reported where it is written
                 continue
-            if self._always_passed(function, param):
-                continue  # every call in the module passes its own value: the default is moot
             setting = self._definition_setting(spec, function, param)
             if setting is not None:
                 # A class is made elsewhere; a helper's default is judged at the calls that
-                # leave it (guided-diffusion's ``rate=0.99``, always passed by its callers).
+                # leave it. A default no call here leaves (guided-diffusion's ``rate=0.99``,
+                # always passed by its callers) is moot for this module's runs: only a value
+                # no run can mean (a frozen or diverging average) is judged.
                 owner = self.ctx.index.enclosing(function, cst.ClassDef)
-                setting.unused_default = owner is None and not self.resolver.callers(function)
+                setting.unused_default = (
+                    owner is None and not self.resolver.callers(function)
+                ) or self._always_passed(function, param)
                 added.append(setting)
         if added:
             self.settings.extend(added)
