@@ -870,6 +870,17 @@ def _code_of(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
 
 
+def _declares_weight(record: ClassSummary) -> bool:
+    """The class's ``__init__`` takes its weight: read from its update, or the weight of
+    the table API it subclasses (mmyolo's ``ExpMomentumEMA(momentum=0.0002)`` passing it on
+    to mmdet's)."""
+    if record.weight is not None:
+        return True
+    base = API_TABLE.get(record.base) if record.base else None
+    weight = base.weight if base is not None else None
+    return weight is not None and weight.param in (*record.params, *record.kwonly)
+
+
 def averaging_definitions(
     ctx: FileContext,
 ) -> list[tuple[ClassSummary | UpdaterSummary, cst.FunctionDef]]:
@@ -884,7 +895,7 @@ def averaging_definitions(
             continue
         record = extractor._class(node)
         init = extractor._methods(node).get("__init__")
-        if record is not None and record.weight is not None and init is not None:
+        if record is not None and init is not None and _declares_weight(record):
             found.append((record, init))
     for node in ctx.nodes(cst.FunctionDef):
         if ctx.index.enclosing(node, cst.ClassDef, cst.FunctionDef) is not None:
