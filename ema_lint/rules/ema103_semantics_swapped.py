@@ -123,6 +123,16 @@ class DecaySemanticsSwapped(Rule):
         via = setting.value.via if setting.value is not None else ""
         source = f" (from {via})" if via and via != weight.param else ""
         api = setting.spec.short_name
+        if setting.hand_made and setting.expr is not None and weight.side is Side.NEW:
+            # ``lerp_(p, self.momentum)``: the name the update weighs the live weights by.
+            name = cst.Module([]).code_for_node(setting.expr)
+            source = f" (from {via})" if via and via != name else ""
+            return (
+                f"the momentum {name} {format_number(given)}{source} weighs the live weights in "
+                f"this update, so it keeps only {format_number(round(1 - given, 8))} of the old "
+                f"average: averaging is effectively off; a decay of {format_number(given)} is "
+                f"a momentum of {format_number(round(1 - given, 8))}"
+            )
         if weight.side is Side.NEW:
             return (
                 f"{api} {weight.param} {format_number(given)}{source} is the weight on the NEW "

@@ -514,7 +514,7 @@ class DecaySettings:
         if interval is None:
             return None  # updated under guards that differ between its callers: unsure
         bound = BoundCall(HAND_MADE, update.node, HAND_MADE.qualname, virtual=True)
-        return DecaySetting(
+        setting = DecaySetting(
             bound,
             HAND_MADE,
             _HAND_DECAY if side is Side.OLD else _HAND_WEIGHT,
@@ -537,6 +537,9 @@ class DecaySettings:
             if same
             else ((new_leaf, new_side) if leaf is old_leaf else (old_leaf, old_side)),
         )
+        if same and self._is_parameter_default(value.origin, update.node):
+            setting.site = value.origin  # reported where it is written, as for an API's
+        return setting
 
     def _coefficient(self, coefficient: Coefficient) -> float | None:
         number = self.resolver.number(coefficient.expr)
