@@ -44,7 +44,10 @@ class DecaySemanticsSwapped(Rule):
     its name, is a decay). The parameter name says nothing reliable about which side it
     weighs; the rule keys on the API (see the table below). Values are followed through
     constants, argparse defaults, dataclass fields and config dicts, including mmengine
-    config files.
+    config files. A class or hand-written update of the code itself is judged the same way
+    when its own arithmetic and the weight's name agree: ``lerp_(p, self.momentum)`` or
+    ``mul_(1 - momentum).add_(p, alpha=momentum)`` with a momentum near one (reported at the
+    default or constant where it is written; EMA302 does not call such an update swapped).
 
     ## Why it hurts training
     ``ExponentialMovingAverage(model, momentum=0.9999)`` keeps 0.01% of the old average at
