@@ -9,7 +9,7 @@ import libcst as cst
 from ..analysis.objects.apis import Side, semantics_table
 from ..analysis.objects.averaging import Use
 from ..analysis.objects.horizon import format_number
-from ..analysis.objects.triggers import WEIGHT_EVIDENCE
+from ..analysis.objects.triggers import UPDATE_EVIDENCE, WEIGHT_EVIDENCE, requiring
 from ..analysis.training.decays import DecaySetting, DecaySettings
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
@@ -44,7 +44,10 @@ class DecaySemanticsSwapped(Rule):
     its name, is a decay). The parameter name says nothing reliable about which side it
     weighs; the rule keys on the API (see the table below). Values are followed through
     constants, argparse defaults, dataclass fields and config dicts, including mmengine
-    config files.
+    config files. A class or hand-written update of the code itself is judged the same way
+    when its own arithmetic and the weight's name agree: ``lerp_(p, self.momentum)`` or
+    ``mul_(1 - momentum).add_(p, alpha=momentum)`` with a momentum near one (reported at the
+    default or constant where it is written; EMA302 does not call such an update swapped).
 
     ## Why it hurts training
     ``ExponentialMovingAverage(model, momentum=0.9999)`` keeps 0.01% of the old average at
@@ -81,7 +84,8 @@ class DecaySemanticsSwapped(Rule):
     fix_applicability = Applicability.SAFE
     fix_scope = FixScope.VALUE  # the literal may be where a constant is defined
     triggers = WEIGHT_EVIDENCE.triggers
-    trigger_groups = WEIGHT_EVIDENCE.groups
+    # and a hand-written update (or a class's) weighing the live weights by a ``momentum``
+    trigger_groups = (*WEIGHT_EVIDENCE.groups, *requiring((b"momentum",), UPDATE_EVIDENCE))
     requires = (DecaySettings,)
 
     @classmethod
@@ -108,9 +112,11 @@ class DecaySemanticsSwapped(Rule):
     def _swapped(setting: DecaySetting) -> bool:
         if setting.expr is None or setting.given is None or setting.use is Use.NOT_WEIGHTS:
             return False
-        if setting.hand_made or setting.definition:
+        if (setting.hand_made or setting.definition) and not setting.named_momentum:
             # Swapped coefficients of a hand-written update are EMA302's; a definition's
             # side is read from its update, so a swap there is the update's, not the value's.
+            # Unless the weight is named a momentum and the update weighs the new value by
+            # it: name and arithmetic agree, and a value near one is the value's error.
             return False
         if setting.obj is not None and setting.obj.weight_reassigned:
             return False
@@ -127,6 +133,16 @@ class DecaySemanticsSwapped(Rule):
         via = setting.value.via if setting.value is not None else ""
         source = f" (from {via})" if via and via != weight.param else ""
         api = setting.spec.short_name
+        if setting.hand_made and setting.expr is not None and weight.side is Side.NEW:
+            # ``lerp_(p, self.momentum)``: the name the update weighs the live weights by.
+            name = cst.Module([]).code_for_node(setting.expr)
+            source = f" (from {via})" if via and via != name else ""
+            return (
+                f"the momentum {name} {format_number(given)}{source} weighs the live weights in "
+                f"this update, so it keeps only {format_number(round(1 - given, 8))} of the old "
+                f"average: averaging is effectively off; a decay of {format_number(given)} is "
+                f"a momentum of {format_number(round(1 - given, 8))}"
+            )
         if weight.side is Side.NEW:
             return (
                 f"{api} {weight.param} {format_number(given)}{source} is the weight on the NEW "
@@ -147,6 +163,14 @@ class DecaySemanticsSwapped(Rule):
         value = setting.value
         assert expr is not None and value is not None
         title = f"Use 1 - {format_number(setting.given or 0.0)}"
+        if setting.hand_made or setting.definition:
+            # Only the literal: wrapping the update's own weight would flip its arithmetic.
+            origin = value.origin
+            if isinstance(origin, cst.Float) and setting.editable and not value.shared:
+                text = complement_text(origin.value)
+                if text is not None:
+                    return Fix.safe(title, Edit.replace(origin, cst.Float(text)))
+            return None
         # `1 - x` at the call: unwrap.
         if (
             isinstance(expr, cst.BinaryOperation)

@@ -210,7 +210,7 @@ class CoefficientsSwapped(Rule):
                     f"averaging the weights",
                     None,
                 )
-            if 0.0 < old < new < 1.0:
+            if 0.0 < old < new < 1.0 and not self._momentum_value(update):
                 return _Verdict(
                     "swapped",
                     f"the coefficients are swapped: {shadow} keeps {format_number(old)} of "
@@ -295,6 +295,18 @@ class CoefficientsSwapped(Rule):
         if not passed or len({self.ctx.code(a).strip() for a in passed}) != 1:
             return None
         return passed[0]
+
+    def _momentum_value(self, update: InPlaceUpdate) -> bool:
+        """The live weights are weighed by a name that says momentum, and the average by
+        one minus it (``lerp_(p, self.momentum)``): the arithmetic is the convention its
+        name states, so a momentum near one is a wrong value (EMA103's), not a swap."""
+        assert update.old_weight is not None and update.new_weight is not None
+        old_key = self._symbol(update.old_weight)
+        new_key = self._symbol(update.new_weight)
+        if old_key is None or new_key is None or old_key[0] != new_key[0]:
+            return False
+        name = old_key[0]
+        return old_key[1] and not new_key[1] and "momentum" in tokens(name)
 
     @staticmethod
     def _names_decay(name: str) -> bool:

@@ -383,7 +383,14 @@ class Script:
     lines: dict[str, int]  # tag -> 1-based line
 
     def expected(self) -> list[tuple[str, int]]:
-        return sorted((bug.code, self.lines[bug.tag]) for bug in self.plan.bugs)
+        return sorted((bug.code, self._line(bug.tag)) for bug in self.plan.bugs)
+
+    def _line(self, tag: str) -> int:
+        # A value given as the default of the function's (or __init__'s) own parameter is
+        # reported where it is written, the default.
+        if tag == "value" and self.plan.placement == "default":
+            return self.lines.get("value-definition", self.lines[tag])
+        return self.lines[tag]
 
 
 def render(plan: Plan) -> Script:

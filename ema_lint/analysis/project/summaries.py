@@ -37,7 +37,7 @@ from typing import Any
 
 import libcst as cst
 
-from ema_lint.analysis.objects.apis import API_TABLE, REQUIRED, Role
+from ema_lint.analysis.objects.apis import API_TABLE, REQUIRED, ApiSpec, Role
 from ema_lint.analysis.objects.averaging import AveragingObjects
 from ema_lint.analysis.objects.recalibration import LocalBnUpdates
 from ema_lint.analysis.objects.updates import (
@@ -54,7 +54,7 @@ from ema_lint.analysis.syntax.vocabulary import is_averaged_name, names_an_avera
 from ema_lint.analysis.training.evaluation import EvaluationSites
 from ema_lint.analysis.training.modes import ModeTracker
 
-FORMAT = 4
+FORMAT = 5  # bumped whenever extraction changes what a record holds
 
 _WEIGHT_WORDS = {"decay", "beta", "momentum", "rate", "tau", "alpha", "ema_decay", "mu"}
 _APPLY = ("apply_shadow", "copy_to", "apply", "swap", "set", "swap_in")
@@ -479,6 +479,8 @@ class _Extractor:
                 summary.buffers = "copied"
         if averaged:
             self._weight(summary, averaged, init)
+            if summary.weight is None and init is not None:
+                self._own_weight(summary, init)  # a weight the update reads from elsewhere
             summary.buffers = self._buffers(cls, averaged, copies)
             summary.in_place = all(u.form != "assign" or u.shadow_container for u in averaged)
         if init is not None:
@@ -641,6 +643,8 @@ class _Extractor:
     def _named_weight(self, summary: ClassSummary, init: cst.FunctionDef) -> None:
         """The weight argument by name, when no update of the class could be read: its side
         from its default (a decay is close to one, a momentum close to zero)."""
+        if self._own_weight(summary, init):
+            return
         for param in _all_params(init):
             name = param.name.value
             if name not in _WEIGHT_WORDS:
@@ -651,6 +655,39 @@ class _Extractor:
             summary.weight, summary.weight_default = name, float(default)
             summary.side = "decay" if default >= 0.5 else "momentum"
             return
+
+    def _own_weight(self, summary: ClassSummary, init: cst.FunctionDef) -> bool:
+        """The library's own source of a table API (ignite's ``EMAHandler`` in
+        ``ignite/handlers/ema_handler.py``): the table says which side its weight is, where
+        the default cannot (a momentum of 0.9998 is still a momentum)."""
+        own = self._table_spec_defined_here(summary.name)
+        if own is None or own.weight is None:
+            return False
+        for param in _all_params(init):
+            if param.name.value != own.weight.param:
+                continue
+            default = self._literal(param.default)
+            summary.weight, summary.side = own.weight.param, own.weight.side.value
+            if isinstance(default, (int, float)) and not isinstance(default, bool):
+                summary.weight_default = float(default)
+            return True
+        return False
+
+    def _table_spec_defined_here(self, name: str) -> ApiSpec | None:
+        """The table API this module defines under ``name``, when the file's path ends with
+        the API's module (``.../ignite/handlers/ema_handler.py`` for
+        ``ignite.handlers.ema_handler.EMAHandler``)."""
+        path = self.ctx.path.replace("\\", "/")
+        if not path.endswith(".py"):
+            return None
+        parts = [p for p in path[: -len(".py")].split("/") if p]
+        if parts and parts[-1] == "__init__":
+            parts.pop()
+        for start in range(len(parts)):
+            spec = API_TABLE.get(".".join((*parts[start:], name)))
+            if spec is not None:
+                return spec
+        return None
 
     def _table_base(self, cls: cst.ClassDef) -> str | None:
         for base in cls.bases:
@@ -1036,6 +1073,17 @@ def _code_of(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
 
 
+def _declares_weight(record: ClassSummary) -> bool:
+    """The class's ``__init__`` takes its weight: read from its update, or the weight of
+    the table API it subclasses (mmyolo's ``ExpMomentumEMA(momentum=0.0002)`` passing it on
+    to mmdet's)."""
+    if record.weight is not None:
+        return True
+    base = API_TABLE.get(record.base) if record.base else None
+    weight = base.weight if base is not None else None
+    return weight is not None and weight.param in (*record.params, *record.kwonly)
+
+
 def averaging_definitions(
     ctx: FileContext,
 ) -> list[tuple[ClassSummary | UpdaterSummary, cst.FunctionDef]]:
@@ -1050,7 +1098,7 @@ def averaging_definitions(
             continue
         record = extractor._class(node)
         init = extractor._methods(node).get("__init__")
-        if record is not None and record.weight is not None and init is not None:
+        if record is not None and init is not None and _declares_weight(record):
             found.append((record, init))
     for node in ctx.nodes(cst.FunctionDef):
         if ctx.index.enclosing(node, cst.ClassDef, cst.FunctionDef) is not None:

@@ -40,6 +40,7 @@ from ema_lint.analysis.objects.run_length import RunLength, RunLengths
 from ema_lint.analysis.objects.updates import Coefficient, InPlaceUpdate, InPlaceUpdates
 from ema_lint.analysis.syntax.context import FileContext
 from ema_lint.analysis.syntax.values import Value, ValueResolver, literal_number
+from ema_lint.analysis.syntax.vocabulary import tokens
 
 # The virtual API of a hand-written update: its weight is read from the update itself.
 HAND_MADE = ApiSpec("hand-made EMA update", Role.EMA_MODEL)
@@ -95,6 +96,22 @@ class DecaySetting:
     @property
     def hand_made(self) -> bool:
         return self.update is not None
+
+    @property
+    def named_momentum(self) -> bool:
+        """A hand-written update's or a definition's weight that is named a momentum and
+        weighs the new value in the code's own arithmetic (mmengine's ``lerp_(p,
+        self.momentum)``, ``mul_(1 - momentum).add_(p, alpha=momentum)``): the name and the
+        update agree, so a value near one is the value's error, not the update's."""
+        if self.weight.side is not Side.NEW:
+            return False
+        if self.definition:
+            name = self.weight.param
+        elif self.hand_made and isinstance(self.expr, (cst.Name, cst.Attribute)):
+            name = _code(self.expr)
+        else:
+            return False
+        return "momentum" in tokens(name)
 
     @property
     def node(self) -> cst.BaseExpression | None:
@@ -262,7 +279,17 @@ class DecaySettings:
             spec_interval,
             self.resolver,
         )
+        if value is not None and self._is_parameter_default(value.origin, bound.call):
+            # ``def setup_ema(self, decay=0.9999): ModelEmaV3(m, decay=decay)``: the value is
+            # judged at its use and reported where it is written, the default.
+            setting.site = value.origin
         return setting
+
+    def _is_parameter_default(self, origin: cst.BaseExpression | None, use: cst.CSTNode) -> bool:
+        if origin is None or self.ctx.index.contains(use, origin):
+            return False
+        parent = self.ctx.index.parent(origin)
+        return isinstance(parent, cst.Param) and parent.default is origin
 
     def _condition(self, bound: BoundCall, param: str, wanted: object) -> bool | None:
         expr = bound.value(param)
@@ -365,17 +392,27 @@ class DecaySettings:
             if param is None or param.default is None:
                 continue
             used = by_origin.get(id(param.default))
+            if used is not None and used.hand_made and _momentum_weight(weight):
+                # ``lerp_(p, self.momentum)`` reading the class's ``momentum`` default: the
+                # value is judged in the class's terms (its name and side), where it is written.
+                setting = self._definition_setting(spec, function, param)
+                if setting is not None:
+                    self.settings.remove(used)
+                    added.append(setting)
+                    continue
             if used is not None:
                 used.site = param.default  # judged at its use, reported where it is written
                 continue
-            if self._always_passed(function, param):
-                continue  # every call in the module passes its own value: the default is moot
             setting = self._definition_setting(spec, function, param)
             if setting is not None:
                 # A class is made elsewhere; a helper's default is judged at the calls that
-                # leave it (guided-diffusion's ``rate=0.99``, always passed by its callers).
+                # leave it. A default no call here leaves (guided-diffusion's ``rate=0.99``,
+                # always passed by its callers) is moot for this module's runs: only a value
+                # no run can mean (a frozen or diverging average) is judged.
                 owner = self.ctx.index.enclosing(function, cst.ClassDef)
-                setting.unused_default = owner is None and not self.resolver.callers(function)
+                setting.unused_default = (
+                    owner is None and not self.resolver.callers(function)
+                ) or self._always_passed(function, param)
                 added.append(setting)
         if added:
             self.settings.extend(added)
@@ -505,7 +542,7 @@ class DecaySettings:
         if interval is None:
             return None  # updated under guards that differ between its callers: unsure
         bound = BoundCall(HAND_MADE, update.node, HAND_MADE.qualname, virtual=True)
-        return DecaySetting(
+        setting = DecaySetting(
             bound,
             HAND_MADE,
             _HAND_DECAY if side is Side.OLD else _HAND_WEIGHT,
@@ -528,6 +565,9 @@ class DecaySettings:
             if same
             else ((new_leaf, new_side) if leaf is old_leaf else (old_leaf, old_side)),
         )
+        if same and self._is_parameter_default(value.origin, update.node):
+            setting.site = value.origin  # reported where it is written, as for an API's
+        return setting
 
     def _coefficient(self, coefficient: Coefficient) -> float | None:
         number = self.resolver.number(coefficient.expr)
@@ -628,6 +668,10 @@ def _carrier(coefficient: Coefficient, side: Side) -> tuple[cst.BaseExpression, 
         expr = expr.right
         side = Side.NEW if side is Side.OLD else Side.OLD
     return expr, side
+
+
+def _momentum_weight(weight: Weight) -> bool:
+    return weight.side is Side.NEW and "momentum" in tokens(weight.param)
 
 
 def _all_params(function: cst.FunctionDef) -> list[cst.Param]:
