@@ -201,7 +201,17 @@ class HandScript:
     lines: dict[str, int]
 
     def expected(self) -> list[tuple[str, int]]:
-        return sorted((bug.code, self.lines[bug.tag]) for bug in self.plan.bugs)
+        return sorted((bug.code, self._line(bug)) for bug in self.plan.bugs)
+
+    def _line(self, bug) -> int:
+        # A bad value is reported where its literal is written (the constant, the argparse
+        # default), the update using it being the related location.
+        if bug.code in _VALUE_CODES and "value-definition" in self.lines:
+            return self.lines["value-definition"]
+        return self.lines[bug.tag]
+
+
+_VALUE_CODES = frozenset({"EMA101", "EMA102", "EMA103", "EMA104"})
 
 
 def render(plan: HandPlan) -> HandScript:
@@ -256,7 +266,7 @@ def _header(w: _Writer, plan: HandPlan) -> None:
 def _settings(w: _Writer, plan: HandPlan) -> None:
     n = plan.names
     if plan.placement == "constant":
-        w(f"{n['constant']} = {plan.decay}")
+        w(f"{n['constant']} = {plan.decay}", tag="value-definition")
     if plan.dino:
         w("TEACHER_MOMENTUM = 0.996")
     if plan.placement == "argparse":
@@ -266,7 +276,10 @@ def _settings(w: _Writer, plan: HandPlan) -> None:
         with w.block():
             w('parser = argparse.ArgumentParser(description="train")')
             w('parser.add_argument("--lr", type=float, default=3e-4)')
-            w(f'parser.add_argument("{n["flag"]}", type=float, default={plan.decay})')
+            w(
+                f'parser.add_argument("{n["flag"]}", type=float, default={plan.decay})',
+                tag="value-definition",
+            )
             w("return parser.parse_args()")
 
 
@@ -533,7 +546,8 @@ def _after_step(w: _Writer, plan: HandPlan) -> None:
             else (f"{n['update']}({ema}, {model}, {d})")
         )
         with _guarded(w, plan):
-            w(call)
+            # The literal written in the call is where a bad value is reported.
+            w(call, tag="value-definition" if plan.placement == "literal" else None)
     else:
         with _guarded(w, plan):
             w(f"{ema}.update({model})")
@@ -556,7 +570,8 @@ def _train(w: _Writer, plan: HandPlan) -> None:
         if plan.structure == "class":
             d = _decay_value(plan)
             arg = "" if plan.placement == "default" else f", {n['decay']}={d}"
-            w(f"{ema} = {n['class']}({model}{arg})")
+            literal = plan.placement == "literal"
+            w(f"{ema} = {n['class']}({model}{arg})", tag="value-definition" if literal else None)
         else:
             _freeze(w, plan, ema, model)
         if plan.dino:

@@ -386,9 +386,9 @@ class Script:
         return sorted((bug.code, self._line(bug.tag)) for bug in self.plan.bugs)
 
     def _line(self, tag: str) -> int:
-        # A value given as the default of the function's (or __init__'s) own parameter is
-        # reported where it is written, the default.
-        if tag == "value" and self.plan.placement == "default":
+        # A bad value is reported where its literal is written (the constant, the argparse
+        # default, the field, the parameter's default), the call using it being related.
+        if tag == "value":
             return self.lines.get("value-definition", self.lines[tag])
         return self.lines[tag]
 

@@ -197,7 +197,7 @@ def use_directory(directory: str | None) -> None:
 
 
 # The kinds of record a lookup wants, each with the evidence its definition must hold.
-AVERAGING = "averaging"  # ClassSummary, UpdaterSummary
+AVERAGING = "averaging"  # ClassSummary, UpdaterSummary, FactorySummary
 STEP = "step"  # StepperSummary
 EVALUATION = "evaluation"  # EvaluatorSummary
 RECALIBRATION = "recalibration"  # RecalibratorSummary
@@ -207,6 +207,7 @@ _EVALUATION, _RECALIBRATION = frozenset({EVALUATION}), frozenset({RECALIBRATION}
 _KIND_OF: dict[type, str] = {
     ClassSummary: AVERAGING,
     UpdaterSummary: AVERAGING,
+    FactorySummary: AVERAGING,  # it returns a holder of an averaged copy
     StepperSummary: STEP,
     EvaluatorSummary: EVALUATION,
     RecalibratorSummary: RECALIBRATION,
