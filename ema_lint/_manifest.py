@@ -226,7 +226,7 @@ RULES = (
                     b"variables",
                 ),
                 (
-                    Names(b"ema_lint.analysis.syntax.vocabulary:average_word_identifier"),
+                    Names(b"ema_lint.analysis.syntax.vocabulary:averaged_identifier"),
                     b"momentum_update",
                     b"update_momentum",
                     b"momentum_encoder",
@@ -421,7 +421,7 @@ RULES = (
                     b"variables",
                 ),
                 (
-                    Names(b"ema_lint.analysis.syntax.vocabulary:average_word_identifier"),
+                    Names(b"ema_lint.analysis.syntax.vocabulary:averaged_identifier"),
                     b"momentum_update",
                     b"update_momentum",
                     b"momentum_encoder",
@@ -761,7 +761,7 @@ RULES = (
                     b"variables",
                 ),
                 (
-                    Names(b"ema_lint.analysis.syntax.vocabulary:average_word_identifier"),
+                    Names(b"ema_lint.analysis.syntax.vocabulary:averaged_identifier"),
                     b"momentum_update",
                     b"update_momentum",
                     b"momentum_encoder",
@@ -956,7 +956,7 @@ RULES = (
                     b"variables",
                 ),
                 (
-                    Names(b"ema_lint.analysis.syntax.vocabulary:average_word_identifier"),
+                    Names(b"ema_lint.analysis.syntax.vocabulary:averaged_identifier"),
                     b"momentum_update",
                     b"update_momentum",
                     b"momentum_encoder",
@@ -1179,7 +1179,7 @@ RULES = (
                     b"variables",
                 ),
                 (
-                    Names(b"ema_lint.analysis.syntax.vocabulary:average_word_identifier"),
+                    Names(b"ema_lint.analysis.syntax.vocabulary:averaged_identifier"),
                     b"momentum_update",
                     b"update_momentum",
                     b"momentum_encoder",
@@ -1740,7 +1740,7 @@ RULES = (
                     b"variables",
                 ),
                 (
-                    Names(b"ema_lint.analysis.syntax.vocabulary:average_word_identifier"),
+                    Names(b"ema_lint.analysis.syntax.vocabulary:averaged_identifier"),
                     b"momentum_update",
                     b"update_momentum",
                     b"momentum_encoder",
@@ -2126,7 +2126,7 @@ RULES = (
                     b"variables",
                 ),
                 (
-                    Names(b"ema_lint.analysis.syntax.vocabulary:average_word_identifier"),
+                    Names(b"ema_lint.analysis.syntax.vocabulary:averaged_identifier"),
                     b"momentum_update",
                     b"update_momentum",
                     b"momentum_encoder",
@@ -2535,7 +2535,7 @@ RULES = (
                     b"variables",
                 ),
                 (
-                    Names(b"ema_lint.analysis.syntax.vocabulary:average_word_identifier"),
+                    Names(b"ema_lint.analysis.syntax.vocabulary:averaged_identifier"),
                     b"momentum_update",
                     b"update_momentum",
                     b"momentum_encoder",
@@ -3143,7 +3143,7 @@ RULES = (
                     b"variables",
                 ),
                 (
-                    Names(b"ema_lint.analysis.syntax.vocabulary:average_word_identifier"),
+                    Names(b"ema_lint.analysis.syntax.vocabulary:averaged_identifier"),
                     b"momentum_update",
                     b"update_momentum",
                     b"momentum_encoder",
@@ -3454,7 +3454,7 @@ RULES = (
                     b"variables",
                 ),
                 (
-                    Names(b"ema_lint.analysis.syntax.vocabulary:average_word_identifier"),
+                    Names(b"ema_lint.analysis.syntax.vocabulary:averaged_identifier"),
                     b"momentum_update",
                     b"update_momentum",
                     b"momentum_encoder",
@@ -3649,7 +3649,7 @@ RULES = (
                     b"variables",
                 ),
                 (
-                    Names(b"ema_lint.analysis.syntax.vocabulary:average_word_identifier"),
+                    Names(b"ema_lint.analysis.syntax.vocabulary:averaged_identifier"),
                     b"momentum_update",
                     b"update_momentum",
                     b"momentum_encoder",
@@ -3844,7 +3844,7 @@ RULES = (
                     b"variables",
                 ),
                 (
-                    Names(b"ema_lint.analysis.syntax.vocabulary:average_word_identifier"),
+                    Names(b"ema_lint.analysis.syntax.vocabulary:averaged_identifier"),
                     b"momentum_update",
                     b"update_momentum",
                     b"momentum_encoder",
@@ -4062,7 +4062,7 @@ RULES = (
                     b"variables",
                 ),
                 (
-                    Names(b"ema_lint.analysis.syntax.vocabulary:average_word_identifier"),
+                    Names(b"ema_lint.analysis.syntax.vocabulary:averaged_identifier"),
                     b"momentum_update",
                     b"update_momentum",
                     b"momentum_encoder",
@@ -4257,7 +4257,7 @@ RULES = (
                     b"variables",
                 ),
                 (
-                    Names(b"ema_lint.analysis.syntax.vocabulary:average_word_identifier"),
+                    Names(b"ema_lint.analysis.syntax.vocabulary:averaged_identifier"),
                     b"momentum_update",
                     b"update_momentum",
                     b"momentum_encoder",
@@ -4452,7 +4452,7 @@ RULES = (
                     b"variables",
                 ),
                 (
-                    Names(b"ema_lint.analysis.syntax.vocabulary:average_word_identifier"),
+                    Names(b"ema_lint.analysis.syntax.vocabulary:averaged_identifier"),
                     b"momentum_update",
                     b"update_momentum",
                     b"momentum_encoder",
