@@ -36,7 +36,10 @@ class UpdateNotInPlace(Rule):
 
     - a copy that copies nothing: ``p = e`` (or ``e.clone()``, ``e.data``) in ``for p, e
       in zip(params, ema_params):`` where nothing reads ``p`` afterwards, meant to start
-      the average from the model's weights; and ``ema.state_dict(model.state_dict())``,
+      the average from the model's weights (also over named pairs, ``for (n, e), (_, p) in
+      zip(...)``); ``ema_sd[k] = v.clone()`` where ``ema_sd = ema.state_dict()`` is never
+      loaded back (the entry is replaced in a temporary dict, no tensor changes); and
+      ``ema.state_dict(model.state_dict())``,
       which passes the model's weights as the *destination* of ``state_dict`` and loads
       nothing (``load_state_dict`` was meant).
 
@@ -135,6 +138,18 @@ class UpdateNotInPlace(Rule):
         copies = self.ctx.get(NoOpCopies)
         for rebind in copies.rebinds:
             self.report(rebind.assign, _rebind_message(rebind, self.ctx.code(rebind.assign)))
+        for assign in copies.entry_copies:
+            target = assign.targets[0].target
+            assert isinstance(target, cst.Subscript)
+            entry = self.ctx.code(target)
+            base = self.ctx.code(target.value)
+            self.report(
+                assign,
+                f"`{self.ctx.code(assign).strip()}` replaces an entry of {base}, a dict made "
+                f"by state_dict() that is never loaded back: no tensor is copied, so the "
+                f"average keeps its own weights instead of the model's; copy into the tensor "
+                f"({entry}.copy_(...)) or load the dict (load_state_dict({base}))",
+            )
         for call in copies.state_dict_loads:
             func = call.func
             assert isinstance(func, cst.Attribute)

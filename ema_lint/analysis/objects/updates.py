@@ -225,6 +225,12 @@ class InPlaceUpdates:
             return self._dead_entry(target)
         return None
 
+    def dead_entry(self, target: cst.Subscript) -> str | None:
+        """``"state_dict"`` when ``target`` (``sd[k]``) is an entry of a dict made by
+        ``state_dict()`` (or ``dict(m.named_parameters())``) that is never loaded back, so
+        writing it changes no tensor of the model; else None."""
+        return self._dead_entry(target)
+
     def rebinding(self, update: InPlaceUpdate) -> cst.Assign | None:
         """The assignment that rebinds the shadow's name (the update itself, or the first
         half of a two-statement update), when the update writes through a name."""
