@@ -232,7 +232,7 @@ RULES = (
                     b"variables",
                 ),
                 (
-                    Names(b"ema_lint.analysis.syntax.vocabulary:average_word_identifier"),
+                    Names(b"ema_lint.analysis.syntax.vocabulary:averaged_identifier"),
                     b"momentum_update",
                     b"update_momentum",
                     b"momentum_encoder",
@@ -427,7 +427,7 @@ RULES = (
                     b"variables",
                 ),
                 (
-                    Names(b"ema_lint.analysis.syntax.vocabulary:average_word_identifier"),
+                    Names(b"ema_lint.analysis.syntax.vocabulary:averaged_identifier"),
                     b"momentum_update",
                     b"update_momentum",
                     b"momentum_encoder",
@@ -982,7 +982,7 @@ RULES = (
                     b"variables",
                 ),
                 (
-                    Names(b"ema_lint.analysis.syntax.vocabulary:average_word_identifier"),
+                    Names(b"ema_lint.analysis.syntax.vocabulary:averaged_identifier"),
                     b"momentum_update",
                     b"update_momentum",
                     b"momentum_encoder",
@@ -1177,7 +1177,7 @@ RULES = (
                     b"variables",
                 ),
                 (
-                    Names(b"ema_lint.analysis.syntax.vocabulary:average_word_identifier"),
+                    Names(b"ema_lint.analysis.syntax.vocabulary:averaged_identifier"),
                     b"momentum_update",
                     b"update_momentum",
                     b"momentum_encoder",
@@ -1400,7 +1400,7 @@ RULES = (
                     b"variables",
                 ),
                 (
-                    Names(b"ema_lint.analysis.syntax.vocabulary:average_word_identifier"),
+                    Names(b"ema_lint.analysis.syntax.vocabulary:averaged_identifier"),
                     b"momentum_update",
                     b"update_momentum",
                     b"momentum_encoder",
@@ -1961,7 +1961,7 @@ RULES = (
                     b"variables",
                 ),
                 (
-                    Names(b"ema_lint.analysis.syntax.vocabulary:average_word_identifier"),
+                    Names(b"ema_lint.analysis.syntax.vocabulary:averaged_identifier"),
                     b"momentum_update",
                     b"update_momentum",
                     b"momentum_encoder",
@@ -2347,7 +2347,7 @@ RULES = (
                     b"variables",
                 ),
                 (
-                    Names(b"ema_lint.analysis.syntax.vocabulary:average_word_identifier"),
+                    Names(b"ema_lint.analysis.syntax.vocabulary:averaged_identifier"),
                     b"momentum_update",
                     b"update_momentum",
                     b"momentum_encoder",
@@ -2765,7 +2765,7 @@ RULES = (
                     b"variables",
                 ),
                 (
-                    Names(b"ema_lint.analysis.syntax.vocabulary:average_word_identifier"),
+                    Names(b"ema_lint.analysis.syntax.vocabulary:averaged_identifier"),
                     b"momentum_update",
                     b"update_momentum",
                     b"momentum_encoder",
@@ -3373,7 +3373,7 @@ RULES = (
                     b"variables",
                 ),
                 (
-                    Names(b"ema_lint.analysis.syntax.vocabulary:average_word_identifier"),
+                    Names(b"ema_lint.analysis.syntax.vocabulary:averaged_identifier"),
                     b"momentum_update",
                     b"update_momentum",
                     b"momentum_encoder",
@@ -3684,7 +3684,7 @@ RULES = (
                     b"variables",
                 ),
                 (
-                    Names(b"ema_lint.analysis.syntax.vocabulary:average_word_identifier"),
+                    Names(b"ema_lint.analysis.syntax.vocabulary:averaged_identifier"),
                     b"momentum_update",
                     b"update_momentum",
                     b"momentum_encoder",
@@ -3879,7 +3879,7 @@ RULES = (
                     b"variables",
                 ),
                 (
-                    Names(b"ema_lint.analysis.syntax.vocabulary:average_word_identifier"),
+                    Names(b"ema_lint.analysis.syntax.vocabulary:averaged_identifier"),
                     b"momentum_update",
                     b"update_momentum",
                     b"momentum_encoder",
@@ -4074,7 +4074,7 @@ RULES = (
                     b"variables",
                 ),
                 (
-                    Names(b"ema_lint.analysis.syntax.vocabulary:average_word_identifier"),
+                    Names(b"ema_lint.analysis.syntax.vocabulary:averaged_identifier"),
                     b"momentum_update",
                     b"update_momentum",
                     b"momentum_encoder",
@@ -4292,7 +4292,7 @@ RULES = (
                     b"variables",
                 ),
                 (
-                    Names(b"ema_lint.analysis.syntax.vocabulary:average_word_identifier"),
+                    Names(b"ema_lint.analysis.syntax.vocabulary:averaged_identifier"),
                     b"momentum_update",
                     b"update_momentum",
                     b"momentum_encoder",
@@ -4487,7 +4487,7 @@ RULES = (
                     b"variables",
                 ),
                 (
-                    Names(b"ema_lint.analysis.syntax.vocabulary:average_word_identifier"),
+                    Names(b"ema_lint.analysis.syntax.vocabulary:averaged_identifier"),
                     b"momentum_update",
                     b"update_momentum",
                     b"momentum_encoder",
@@ -4682,7 +4682,7 @@ RULES = (
                     b"variables",
                 ),
                 (
-                    Names(b"ema_lint.analysis.syntax.vocabulary:average_word_identifier"),
+                    Names(b"ema_lint.analysis.syntax.vocabulary:averaged_identifier"),
                     b"momentum_update",
                     b"update_momentum",
                     b"momentum_encoder",

@@ -31,11 +31,15 @@ class UpdateNotInPlace(Rule):
       rate)``);
     - a two-statement update with one half rebinding the loop variable: ``e = e * d`` then
       ``e += (1 - d) * p`` (the second half then updates the temporary), or ``e *= d`` then
-      ``e = e + (1 - d) * p``.
+      ``e = e + (1 - d) * p``; also the running mean of SWA written as two halves
+      (``e = e.add(-k * e)`` then ``e.add_(k * p)``, or the other half rebound).
 
     - a copy that copies nothing: ``p = e`` (or ``e.clone()``, ``e.data``) in ``for p, e
       in zip(params, ema_params):`` where nothing reads ``p`` afterwards, meant to start
-      the average from the model's weights; and ``ema.state_dict(model.state_dict())``,
+      the average from the model's weights (also over named pairs, ``for (n, e), (_, p) in
+      zip(...)``); ``ema_sd[k] = v.clone()`` where ``ema_sd = ema.state_dict()`` is never
+      loaded back (the entry is replaced in a temporary dict, no tensor changes); and
+      ``ema.state_dict(model.state_dict())``,
       which passes the model's weights as the *destination* of ``state_dict`` and loads
       nothing (``load_state_dict`` was meant).
 
@@ -134,6 +138,18 @@ class UpdateNotInPlace(Rule):
         copies = self.ctx.get(NoOpCopies)
         for rebind in copies.rebinds:
             self.report(rebind.assign, _rebind_message(rebind, self.ctx.code(rebind.assign)))
+        for assign in copies.entry_copies:
+            target = assign.targets[0].target
+            assert isinstance(target, cst.Subscript)
+            entry = self.ctx.code(target)
+            base = self.ctx.code(target.value)
+            self.report(
+                assign,
+                f"`{self.ctx.code(assign).strip()}` replaces an entry of {base}, a dict made "
+                f"by state_dict() that is never loaded back: no tensor is copied, so the "
+                f"average keeps its own weights instead of the model's; copy into the tensor "
+                f"({entry}.copy_(...)) or load the dict (load_state_dict({base}))",
+            )
         for call in copies.state_dict_loads:
             func = call.func
             assert isinstance(func, cst.Attribute)
@@ -173,7 +189,7 @@ class UpdateNotInPlace(Rule):
                 f"next statement (`{rest}`) updates that temporary: the average is computed "
                 f"and thrown away, {averaged}'s weights never change and the averaged model "
                 f"stays at its initial weights; update the tensor in place "
-                f"({target}.mul_(...) or {target} *= ...)"
+                f"({_in_place_spelling(target, assign.value)})"
             )
         return (
             f"`{target} = ...` rebinds {what} {target} to a new tensor{after}: the average is "
@@ -239,3 +255,13 @@ def _rebind_message(rebind: LoopRebind, code: str) -> str:
         f"the model's; copy in place ({rebind.source}.copy_({rebind.target}) or "
         f"{rebind.target}.copy_({rebind.source}), whichever side is the average)"
     )
+
+
+def _in_place_spelling(target: str, value: cst.BaseExpression) -> str:
+    """How the first half of a two-statement update is written in place: ``e.add(x)`` ->
+    ``e.add_(...)``; a product -> ``e.mul_(...)`` or ``e *= ...``."""
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+        method = value.func.attr.value.rstrip("_")
+        if method in ("add", "sub", "mul"):
+            return f"{target}.{method}_(...)"
+    return f"{target}.mul_(...) or {target} *= ..."

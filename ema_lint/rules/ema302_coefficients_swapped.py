@@ -84,10 +84,19 @@ class CoefficientsSwapped(Rule):
     in helpers given the two sequences, two tensors or two models (``update_ema(target_params,
     source_params, rate=0.99)``, ``_lerp_(ema_v, model_v, weight)`` with the weight its
     callers pass, ``accumulate(model1, model2, decay)``, flax's ``ema[...] = ...``),
-    helpers that return the average (``return ema_value * d + value * (1 - d)``) and JAX's tree maps
-    (``jax.tree.map(lambda e, p: d * e + (1 - d) * p, ema_params, params)``). Where the
-    values do not resolve, a weight named as a decay (``decay``, ``beta``, MoCo's ``m``,
-    ``d``, ``mu``, or a helper parameter whose default is a decay) belongs on the average;
+    helpers that return the average (``return ema_value * d + value * (1 - d)``), the
+    running mean's two halves (``e.add_(-k * e)`` then ``e.add_(k * p)``), lists of the
+    two models' tensors filled in a loop, and JAX's tree maps
+    (``jax.tree.map(lambda e, p: d * e + (1 - d) * p, ema_params, params)``, the difference
+    ``lambda e, p: e + (1 - d) * (p - e)``, or a function of the module mapped by name).
+    Where the values do not resolve, a weight named as a decay (``decay``, ``beta``, MoCo's
+    ``m``, ``d``, ``mu``) belongs on the average, and so does one the code's own values say
+    is a decay; a weight they say is small belongs on the live weights (mmcv's and
+    ignite's ``momentum``: ``teacher = (1 - momentum) * teacher + momentum * student`` with
+    ``momentum=0.0002``). Those values are, in order: the default of the helper's parameter,
+    what its callers pass (a hard copy's 0 or 1 aside), the name's own values, and the
+    class's attribute or constructor default of the same name (``momentum =
+    getattr(engine.state, name)`` in a class built with ``momentum=0.0002``).
     ``one_minus_decay = 1.0 - decay`` is followed, never read from its name. Judged by
     operand, so EDM's
     ``p_ema.copy_(p_net.detach().lerp(p_ema, beta))`` (the decay on the shadow, written from
@@ -224,7 +233,7 @@ class CoefficientsSwapped(Rule):
         new_key = self._symbol(update.new_weight)
         if old_key is None or new_key is None or old_key[0] != new_key[0]:
             return None
-        name, old_complemented = old_key
+        name, old_complemented, base = old_key
         if old_complemented == new_key[1]:
             side = f"1 - {name}" if old_complemented else name
             return _Verdict(
@@ -234,7 +243,19 @@ class CoefficientsSwapped(Rule):
                 f"instead of averaging the weights",
                 None,
             )
-        if old_complemented and (self._names_decay(name) or self._decay_default(update, name)):
+        convention = self._convention(update, base)
+        if not old_complemented and convention is not None and convention[0] == "rate":
+            # ``momentum`` in the mmcv/ignite sense: the weight on the live weights.
+            return _Verdict(
+                "swapped",
+                f"the coefficients are swapped: {shadow} is weighted by {name} and the live "
+                f"weights by 1 - {name}, but {name} is the weight on the live weights here "
+                f"({convention[1]}), so {averaged} is the live weights with a lag of about one "
+                f"update, not an average",
+                self._swap(update),
+            )
+        decay = convention is not None and convention[0] == "decay"
+        if old_complemented and (decay or (convention is None and self._names_decay(name))):
             one_weight = update.old_weight.expr is update.new_weight.expr
             where = (
                 "lerp's weight belongs to the new value"
@@ -250,9 +271,9 @@ class CoefficientsSwapped(Rule):
             )
         return None
 
-    def _symbol(self, coefficient: Coefficient) -> tuple[str, bool] | None:
-        """``1 - (1 - d)`` -> ("d", False): the name a coefficient is built from, complemented
-        or not."""
+    def _symbol(self, coefficient: Coefficient) -> tuple[str, bool, cst.BaseExpression] | None:
+        """``1 - (1 - d)`` -> ("d", False, d): the name a coefficient is built from,
+        complemented or not, and the expression it is."""
         expr = _bare(coefficient.expr)
         complemented = coefficient.complement
         while True:
@@ -267,7 +288,7 @@ class CoefficientsSwapped(Rule):
             expr, complemented = _bare(inner), not complemented
         if not isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)):
             return None
-        return self.ctx.code(expr), complemented
+        return self.ctx.code(expr), complemented, expr
 
     def _passed(self, name: cst.Name) -> cst.BaseExpression | None:
         """What every in-module caller of the function holding ``name`` (one of its
@@ -315,19 +336,80 @@ class CoefficientsSwapped(Rule):
         words = tokens(name.replace("[", ".").replace("]", "").replace('"', "").replace("'", ""))
         return any(w in _DECAY_WORDS for w in words) or ("ema" in words and "rate" in words)
 
-    def _decay_default(self, update: InPlaceUpdate, name: str) -> bool:
-        """The weight is a parameter of the function holding the update whose default is
-        a decay (``def update_ema(target, source, rate=0.99)``): the default says which side
-        the author's convention puts it on, whatever the callers pass."""
+    def _convention(
+        self, update: InPlaceUpdate, expr: cst.BaseExpression
+    ) -> tuple[str, str] | None:
+        """Which side the code's own values put a weight on: ("decay", why) when they say it
+        is the weight on the average (above 0.5), ("rate", why) when they say it is the weight
+        on the live weights (below 0.5, mmcv's and ignite's ``momentum``), None when they do
+        not say. A parameter's default says it first (the author's convention, whatever the
+        callers pass); then what the callers pass (a hard copy's 0 or 1 aside); then the
+        values of the name where it is bound; then the class's attribute of the same name
+        (``momentum = getattr(engine.state, name)`` in a class built with ``momentum=0.0002``).
+        """
+        found = self._weight_values(update, expr)
+        if found is None:
+            return None
+        values, why = found
+        values = [v for v in values if 0.0 < v < 1.0 and v != 0.5]
+        if not values:
+            return None
+        shown = ", ".join(format_number(v) for v in dict.fromkeys(values))
+        if all(v > 0.5 for v in values):
+            return "decay", f"{why}: {shown}"
+        if all(v < 0.5 for v in values):
+            return "rate", f"{why}: {shown}"
+        return None
+
+    def _weight_values(
+        self, update: InPlaceUpdate, expr: cst.BaseExpression
+    ) -> tuple[list[float], str] | None:
+        if not isinstance(expr, cst.Name):
+            return None
+        name = expr.value
         function = self.ctx.index.enclosing(update.node, cst.FunctionDef)
-        if function is None:
-            return False
-        params = function.params
-        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-            if param.name.value == name and param.default is not None:
-                value = self._resolver.number(param.default)
-                return value is not None and 0.5 < value < 1.0
-        return False
+        if function is not None:
+            params = function.params
+            for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+                if param.name.value != name:
+                    continue
+                if param.default is not None:
+                    value = self._resolver.number(param.default)
+                    return ([value], f"the default of {name}") if value is not None else None
+                passed = [
+                    self._resolver.number(arg)
+                    for _, arg in self._resolver.arguments_for(function, param)
+                    if arg is not None
+                ]
+                numbers = [v for v in passed if v is not None]
+                return (numbers, f"what the callers pass for {name}") if numbers else None
+        bound = [v.number for v in self._resolver.possible(expr) if v.number is not None]
+        if bound:
+            return bound, f"the value of {name}"
+        cls = self.ctx.index.enclosing(update.node, cst.ClassDef)
+        if cls is None:
+            return None
+        for node in self.ctx.index.descendants(cls, cst.Attribute):
+            assert isinstance(node, cst.Attribute)
+            if (
+                node.attr.value == name
+                and isinstance(node.value, cst.Name)
+                and node.value.value == "self"
+            ):
+                value = self._resolver.number(node)
+                if value is not None:
+                    return [value], f"self.{name}"
+                break
+        # A subclass handing its constructor's ``momentum=0.0002`` to the base class.
+        for statement in cls.body.body:
+            if isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__":
+                params = statement.params
+                for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+                    if param.name.value == name and param.default is not None:
+                        value = self._resolver.number(param.default)
+                        if value is not None:
+                            return [value], f"the constructor's default of {name}"
+        return None
 
     # Fixes --------------------------------------------------------------------------------------
     def _place(self, old: cst.BaseExpression, new: cst.BaseExpression) -> cst.BaseExpression:
@@ -369,6 +451,10 @@ class CoefficientsSwapped(Rule):
         assert old is not None and new is not None
         if not (self._in_module(old.expr) and self._in_module(new.expr)):
             return None  # an implicit weight (``add_(p)``'s alpha of 1)
+        index = self.ctx.index
+        here = index.enclosing(update.node, cst.FunctionDef)
+        if any(index.enclosing(w.expr, cst.FunctionDef) is not here for w in (old, new)):
+            return None  # written in another function (one a tree map applies, maybe shared)
         if old.expr is new.expr:
             weight = new.expr
             return Fix.safe(

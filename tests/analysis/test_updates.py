@@ -348,3 +348,101 @@ def test_scaled_difference() -> None:
     )
     [update] = context(source).get(InPlaceUpdates).updates
     assert (update.form, weight(update.new_weight), update.away) == ("sub", "k", False)
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "old", "new", "rebind"),
+    [
+        ("e.data.add_(-k * e.data)", "e.data.add_(k * p.data)", "1 - (k)", "k", False),
+        ("e.sub_(k * e)", "e.add_(k * p)", "1 - (k)", "k", False),
+        ("e.sub_(e * inv)", "e.add_(p, alpha=inv)", "1 - (inv)", "inv", False),
+        ("e = e.data.add(-k * e.data)", "e.data.add_(k * p.data)", "1 - (k)", "k", True),
+    ],
+)
+def test_running_mean_halves(first: str, second: str, old: str, new: str, rebind: bool) -> None:
+    """SWA's running mean as two statements: the average scaled by 1 - k, then k of the model
+    added (k = 1 / n, whatever it is called)."""
+    ctx = context(
+        f"for e, p in zip(swa.parameters(), model.parameters()):\n    {first}\n    {second}\n"
+    )
+    updates = ctx.get(InPlaceUpdates)
+    [update] = updates.updates
+    assert weight(update.old_weight) == old
+    assert weight(update.new_weight) == new
+    assert code(update.source_container) == "model"
+    assert (update.rebind is not None) is rebind
+    assert (updates.discarded(update) == "loop variable") is rebind
+    assert len(updates.statements(update)) == 2
+
+
+def test_running_mean_second_half_rebound() -> None:
+    ctx = context(
+        "for e, p in zip(swa.parameters(), model.parameters()):\n"
+        "    e.data.add_(-k * e.data)\n"
+        "    e = e.data.add(k * p.data)\n"
+    )
+    updates = ctx.get(InPlaceUpdates)
+    [update] = updates.updates
+    assert update.form == "assign" and weight(update.old_weight) == "1 - (k)"
+    assert updates.discarded(update) == "loop variable"
+
+
+def test_a_lone_scaling_is_no_update() -> None:
+    ctx = context(
+        "for e, p in zip(swa.parameters(), model.parameters()):\n"
+        "    e.add_(-k * e)\n"
+        "    e.add_(k * e)\n"  # the same tensor on both sides: no source
+    )
+    assert ctx.get(InPlaceUpdates).updates == []
+
+
+def test_lists_filled_in_a_loop_keep_their_model() -> None:
+    ctx = context(
+        "def update(self, model, d):\n"
+        "    live = model.state_dict()\n"
+        "    ema_v, model_v = [], []\n"
+        "    for k, v in self.ema.state_dict().items():\n"
+        "        ema_v.append(v)\n"
+        "        model_v.append(live[k])\n"
+        "    self._pairs = ema_v, model_v\n"
+        "    ema_v, model_v = self._pairs\n"
+        "    for v, m in zip(ema_v, model_v):\n"
+        "        v.mul_(d).add_(m, alpha=1 - d)\n"
+        "    clones = []\n"
+        "    for p in model.parameters():\n"
+        "        clones.append(p.detach().clone())\n"
+        "    for c, p in zip(clones, model.parameters()):\n"
+        "        c.mul_(d).add_(p, alpha=1 - d)\n"
+    )
+    first, second = ctx.get(InPlaceUpdates).updates
+    assert (code(first.shadow_container), first.shadow_method) == ("self.ema", "state_dict")
+    assert code(first.source_container) == "model"
+    assert first.source_method == "state_dict"
+    # A list of copies is its own container.
+    assert (code(second.shadow_container), second.shadow_method) == ("clones", None)
+
+
+@pytest.mark.parametrize(
+    ("mapped", "old", "new", "away"),
+    [
+        ("lambda e, p: e + (1 - d) * (p - e)", "1 - ((1 - d))", "(1 - d)", False),
+        ("lambda e, p: e - (p - e) * k", "1 - (k)", "k", True),
+        ("lambda e, p: e - k * (e - p)", "1 - (k)", "k", False),
+        ("blend", "d", "(1 - d)", False),
+    ],
+)
+def test_tree_map_difference_and_named_function(
+    mapped: str, old: str, new: str, away: bool
+) -> None:
+    ctx = context(
+        "import jax\n"
+        "def step(ema_params, params, d, k):\n"
+        "    def blend(e, p):\n"
+        "        return d * e + (1 - d) * p\n"
+        f"    return jax.tree_util.tree_map({mapped}, ema_params, params)\n"
+    )
+    [update] = [u for u in ctx.get(InPlaceUpdates).updates if u.form == "tree_map"]
+    assert code(update.shadow) == "ema_params" and code(update.source) == "params"
+    assert weight(update.old_weight) == old
+    assert weight(update.new_weight) == new
+    assert update.away is away

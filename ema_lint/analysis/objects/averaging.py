@@ -343,7 +343,12 @@ class AveragingObjects:
             if obj.bound is not None or obj.module_copy:
                 return True
             # A dict or list of tensors: averaged weights if either side is read from them.
-            return update.source_method in WEIGHT_METHODS or update.shadow_method in WEIGHT_METHODS
+            if update.source_method in WEIGHT_METHODS or update.shadow_method in WEIGHT_METHODS:
+                return True
+            # A helper given the two sequences or tensors, called with an averaged copy
+            # (``update_ema(ema_params, model_params, rate)``, the copy made in another
+            # file): what the helper's arithmetic says, as when no caller is known.
+            return self._passed_sequences(update) or self._passed_tensors(update)
         shadow = update.shadow_container
         if shadow is None:
             return self._passed_tensors(update)
@@ -434,7 +439,20 @@ class AveragingObjects:
         if old is None or new is None:
             return False
         pair = complementary(old, new, self._code)
-        return pair is not None and any(w in _DECAY_NAME_WORDS for w in tokens(pair))
+        if pair is None:
+            return False
+        if any(w in _DECAY_NAME_WORDS for w in tokens(pair)):
+            return True
+        # A running mean of another model's weights (``swa_p.add_(-inv * swa_p)`` then
+        # ``swa_p.add_(inv * p)``) into a copy, function or class named as an average
+        # (``swa_model``, ``WeightSWA``): whatever the weight is called.
+        names = [self._code(shadow)]
+        names.extend(
+            scope.name.value
+            for scope in self.index.ancestors(update.node)
+            if isinstance(scope, (cst.FunctionDef, cst.ClassDef))
+        )
+        return any(names_an_average(name, COPY_AVERAGE_WORDS) for name in names)
 
     def _named_average(self, update: InPlaceUpdate, obj: AveragingObject | None) -> bool:
         """The update's shadow, its container, or the function or class holding it is named

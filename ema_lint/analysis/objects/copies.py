@@ -6,6 +6,8 @@ it fails in the same silent ways:
 - ``for p, e in zip(model_params, ema_params): p = e`` (or ``= e.clone()``, ``= e.data``)
   rebinds the loop variable; no tensor changes, so the average starts from its own
   initialisation instead of the model's weights;
+- ``ema_sd[k] = v.clone()`` with ``ema_sd = ema.state_dict()`` never loaded back replaces
+  an entry of a temporary dict: the average's tensors keep their own values;
 - ``ema.state_dict(model.state_dict())`` reads like a load but ``state_dict``'s first
   positional argument is the *destination*: it writes the average's tensors into a
   temporary dict and loads nothing (``load_state_dict`` was meant).
@@ -45,9 +47,12 @@ class NoOpCopies:
         self.index = ctx.index
         self.rebinds: list[LoopRebind] = []
         self.state_dict_loads: list[cst.Call] = []
+        # ``ema_sd[k] = v.clone()`` into a ``state_dict()`` dict that is never loaded back.
+        self.entry_copies: list[cst.Assign] = []
         for loop in ctx.nodes(cst.For):
             assert isinstance(loop, cst.For)
             self._loop(loop)
+            self._entries(loop)
         for call in ctx.nodes(cst.Call):
             assert isinstance(call, cst.Call)
             if self._state_dict_as_load(call):
@@ -86,6 +91,33 @@ class NoOpCopies:
                 ):
                     self.rebinds.append(LoopRebind(small, loop, target.value, source))
 
+    def _entries(self, loop: cst.For) -> None:
+        """``sd[k] = v`` (``v.clone()``, ``live[k]``) in a loop, ``sd`` a dict of an
+        average's ``state_dict()`` that nothing loads back."""
+        if not isinstance(loop.body, cst.IndentedBlock):
+            return
+        updates = self.ctx.get(InPlaceUpdates)
+        for statement in loop.body.body:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                if not isinstance(small, cst.Assign) or len(small.targets) != 1:
+                    continue
+                target = small.targets[0].target
+                if not isinstance(target, cst.Subscript) or not isinstance(target.value, cst.Name):
+                    continue
+                value = small.value
+                copied = _copied_name(value) is not None or isinstance(
+                    strip_tensor(value), cst.Subscript
+                )
+                if not copied or any(u.node is small for u in updates.updates):
+                    continue
+                container, method = updates.container(target.value)
+                if method != "state_dict" or not names_an_average(self.ctx.code(container)):
+                    continue
+                if updates.dead_entry(target) == "state_dict":
+                    self.entry_copies.append(small)
+
     def _read_after(self, loop: cst.For, assign: cst.Assign, name: str) -> bool:
         """Whether ``name`` is read in the loop body after ``assign`` (then it is used)."""
         for node in self.index.descendants(loop.body, cst.Name):
@@ -116,13 +148,13 @@ class NoOpCopies:
 def _zip_pair(
     loop: cst.For,
 ) -> tuple[tuple[cst.Name, cst.Name], tuple[cst.BaseExpression, ...]] | None:
-    """``for a, b in zip(x, y)``: the two names and the two iterables."""
+    """``for a, b in zip(x, y)`` (or ``for (_, a), (_, b) in zip(...)`` over
+    ``named_parameters()``): the two names and the two iterables."""
     target = loop.target
     iterated = loop.iter
     if not (
         isinstance(target, cst.Tuple)
         and len(target.elements) == 2
-        and all(isinstance(e.value, cst.Name) for e in target.elements)
         and isinstance(iterated, cst.Call)
         and isinstance(iterated.func, cst.Name)
         and iterated.func.value == "zip"
@@ -130,9 +162,24 @@ def _zip_pair(
         and all(a.keyword is None and not a.star for a in iterated.args)
     ):
         return None
-    first, second = (e.value for e in target.elements)
-    assert isinstance(first, cst.Name) and isinstance(second, cst.Name)
+    names = [_tensor_name(e.value) for e in target.elements]
+    first, second = names
+    if first is None or second is None:
+        return None
     return (first, second), tuple(a.value for a in iterated.args)
+
+
+def _tensor_name(element: cst.BaseExpression) -> cst.Name | None:
+    """``e`` -> e; ``(name, e)`` -> e (the tensor of a named pair)."""
+    if isinstance(element, cst.Name):
+        return element
+    if (
+        isinstance(element, (cst.Tuple, cst.List))
+        and len(element.elements) == 2
+        and isinstance(element.elements[1].value, cst.Name)
+    ):
+        return element.elements[1].value
+    return None
 
 
 def _copied_name(value: cst.BaseExpression) -> str | None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ema_lint.analysis.objects.apis import API_SPECS, ApiSpec, Role
-from ema_lint.analysis.syntax.vocabulary import AVERAGE_COMPOUNDS, AVERAGED_NAME, NAMED_AVERAGE
+from ema_lint.analysis.syntax.vocabulary import AVERAGE_COMPOUNDS, AVERAGED_NAME
 from ema_lint.prefilter import identifier
 
 Group = tuple[tuple[bytes, ...], ...]
@@ -117,9 +117,10 @@ OBJECT_EVIDENCE = _api_evidence(_object_apis()) | Evidence(
     groups=(((identifier("deepcopy"),), AVERAGED_NAMES),)
 )
 # Where ``averages_weights`` can hold: an object, or weights read into a named average.
-UPDATE_EVIDENCE = OBJECT_EVIDENCE | Evidence(
-    groups=((_WEIGHT_METHOD_TOKENS, (NAMED_AVERAGE, *_COMPOUNDS)),)
-)
+# A running mean into a copy named ``swa_model`` / ``avg_model`` counts too (its arithmetic
+# says it averages): weights read AND any averaged name. The loop rules admit every file with
+# an averaged name already, so a default run parses no more files for it.
+UPDATE_EVIDENCE = OBJECT_EVIDENCE | Evidence(groups=((_WEIGHT_METHOD_TOKENS, AVERAGED_NAMES),))
 # Any averaging object or update the loop rules follow, hand-made shadows included.
 AVERAGING_EVIDENCE = UPDATE_EVIDENCE | Evidence(triggers=AVERAGED_NAMES)
 # Updates that make a new value instead of writing in place, judged by their coefficients

@@ -166,6 +166,7 @@ class InPlaceUpdates:
         self._code: dict[int, str] = {}
         self._functions: dict[str, cst.FunctionDef] | None = None
         self._resolver: ValueResolver | None = None
+        self._appends: dict[tuple[int, str], tuple[cst.BaseExpression, str | None] | None] = {}
         for call in ctx.nodes(cst.Call):
             found = self._from_call(call)
             if found is not None:
@@ -223,6 +224,12 @@ class InPlaceUpdates:
         if isinstance(target, cst.Subscript):
             return self._dead_entry(target)
         return None
+
+    def dead_entry(self, target: cst.Subscript) -> str | None:
+        """``"state_dict"`` when ``target`` (``sd[k]``) is an entry of a dict made by
+        ``state_dict()`` (or ``dict(m.named_parameters())``) that is never loaded back, so
+        writing it changes no tensor of the model; else None."""
+        return self._dead_entry(target)
 
     def rebinding(self, update: InPlaceUpdate) -> cst.Assign | None:
         """The assignment that rebinds the shadow's name (the update itself, or the first
@@ -299,7 +306,8 @@ class InPlaceUpdates:
         if methods == ["add_"]:
             previous = self._previous_mul(call, root)
             if previous is None:
-                return self._difference(call, root, 1, "add")
+                found = self._difference(call, root, 1, "add")
+                return found if found is not None else self._after_shrink(call, root)
             source, new = self._added(call)
             if source is None:
                 return None
@@ -370,6 +378,103 @@ class InPlaceUpdates:
         ):
             return mul, mul.args[0].value
         return None
+
+    def _shrink(
+        self, before: cst.BaseSmallStatement | None, target: cst.BaseExpression
+    ) -> tuple[cst.CSTNode, Coefficient, bool] | None:
+        """The first half of a two-statement update that scales ``target`` by its own
+        weight: ``e.add_(-k * e)`` or ``e.sub_(k * e)`` (weight 1 - k, the SWA running mean's
+        ``e.add_(-inv * e)``), ``e -= k * e``; also out of place, bound to ``e`` (``e =
+        e.add(-k * e)``). The node, the weight, and whether it rebinds the name."""
+        rebind = False
+        call: cst.BaseExpression | None = None
+        if isinstance(before, cst.Expr):
+            call = before.value
+        elif (
+            isinstance(before, cst.Assign)
+            and len(before.targets) == 1
+            and isinstance(target, (cst.Name, cst.Attribute))
+            and isinstance(strip_tensor(target), cst.Name)
+            and isinstance(before.targets[0].target, cst.Name)
+            and self._same(before.targets[0].target, target)
+        ):
+            call, rebind = before.value, True
+        elif (
+            isinstance(before, cst.AugAssign)
+            and isinstance(before.operator, cst.SubtractAssign)
+            and self._same(before.target, target)
+        ):
+            k = self._own_share(before.value, target)
+            return (before, Coefficient(k, True), False) if k is not None else None
+        if not (
+            isinstance(call, cst.Call)
+            and isinstance(call.func, cst.Attribute)
+            and call.func.attr.value.rstrip("_") in ("add", "sub")
+            and (rebind or call.func.attr.value.endswith("_"))
+            and len(call.args) == 1
+            and call.args[0].keyword is None
+            and self._same(call.func.value, target)
+        ):
+            return None
+        node: cst.CSTNode = before if rebind else call  # type: ignore[assignment]
+        value = call.args[0].value
+        if call.func.attr.value.startswith("sub"):
+            k = self._own_share(value, target)
+            return (node, Coefficient(k, True), rebind) if k is not None else None
+        negated = self._own_share(value, target)
+        if (
+            isinstance(negated, cst.UnaryOperation)
+            and isinstance(negated.operator, cst.Minus)
+            and not negated.lpar
+        ):
+            return node, Coefficient(negated.expression, True), rebind
+        return None
+
+    def _own_share(
+        self, value: cst.BaseExpression, target: cst.BaseExpression
+    ) -> cst.BaseExpression | None:
+        """``k * e`` (or ``e * k``) -> ``k``: the factor of a product with the target."""
+        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
+            if self._same(value.right, target) and not self._same(value.left, target):
+                return value.left
+            if self._same(value.left, target) and not self._same(value.right, target):
+                return value.right
+        return None
+
+    def _after_shrink(self, call: cst.Call, root: cst.BaseExpression) -> InPlaceUpdate | None:
+        """``e.add_(-k * e)`` then ``e.add_(k * p)``: the shadow scaled by 1 - k, then the
+        source added with weight k (the SWA running mean with ``k = 1 / n``)."""
+        shrink = self._shrink(self._previous_statement(call), root)
+        if shrink is None:
+            return None
+        first, old, rebind = shrink
+        source, new = self._added_share(call, old.expr)
+        if source is None or new is None or self._same(source, root):
+            return None
+        return self._make(
+            call,
+            root,
+            source,
+            old,
+            new,
+            "mul_add",
+            first=None if rebind or not isinstance(first, cst.Call) else first,
+            rebind=first if rebind and isinstance(first, cst.Assign) else None,
+        )
+
+    def _added_share(
+        self, call: cst.Call, share: cst.BaseExpression
+    ) -> tuple[cst.BaseExpression | None, Coefficient | None]:
+        """What ``add_`` adds after the shadow was scaled by ``1 - share``: ``k * p`` is
+        ``p`` with weight ``k`` whatever ``k`` is named, when it is the same ``k``."""
+        positional = [a.value for a in call.args if a.keyword is None and not a.star]
+        if len(call.args) == 1 and len(positional) == 1:
+            value = positional[0]
+            if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
+                for tensor, weight in ((value.right, value.left), (value.left, value.right)):
+                    if self._same(weight, share):
+                        return tensor, Coefficient(weight)
+        return self._added(call)
 
     def _combination(
         self,
@@ -513,38 +618,81 @@ class InPlaceUpdates:
         if "." in name and not name.startswith(("jax.", "tree_util.", "jtu.", "tree.")):
             return None
         args = [a for a in call.args if a.keyword is None and not a.star]
-        if len(args) != 3 or not isinstance(args[0].value, cst.Lambda):
+        if len(args) != 3:
             return None
-        function = args[0].value
-        params = [p.name.value for p in function.params.params]
-        if len(params) != 2 or function.params.star_arg not in (None, cst.MaybeSentinel.DEFAULT):
+        mapped = self._mapped_function(call, args[0].value)
+        if mapped is None:
             return None
+        params, body = mapped
         trees = {params[0]: args[1].value, params[1]: args[2].value}
         averaged = [p for p in params if is_averaged_name(self.code(trees[p]))]
         if len(averaged) != 1:
             return None
         shadow_param = averaged[0]
-        terms = _terms(function.body)
-        if terms is None or len(terms) != 2:
-            return None
-        weights: dict[str, cst.BaseExpression] = {}
-        for tensor, coefficient in terms:
-            bare = strip_tensor(tensor)
-            if isinstance(bare, cst.Name) and bare.value in trees:
-                weights[bare.value] = coefficient
+        source_param = params[1] if shadow_param == params[0] else params[0]
+        weights: dict[str, Coefficient] = {}
+        away = False
+        terms = _terms(body)
+        if terms is not None and len(terms) == 2:
+            for tensor, coefficient in terms:
+                bare = strip_tensor(tensor)
+                if isinstance(bare, cst.Name) and bare.value in trees:
+                    weights[bare.value] = Coefficient(coefficient)
+        else:
+            step = _tree_difference(body, shadow_param, source_param)
+            if step is not None:
+                k, away = step
+                weights = {shadow_param: Coefficient(k, True), source_param: Coefficient(k)}
         if len(weights) != 2:
             return None
-        source_param = params[1] if shadow_param == params[0] else params[0]
         return InPlaceUpdate(
             call,
             trees[shadow_param],
             trees[source_param],
-            Coefficient(weights[shadow_param]),
-            Coefficient(weights[source_param]),
+            weights[shadow_param],
+            weights[source_param],
             "tree_map",
             shadow_container=trees[shadow_param],
             source_container=trees[source_param],
+            away=away,
         )
+
+    def _mapped_function(
+        self, call: cst.Call, func: cst.BaseExpression
+    ) -> tuple[list[str], cst.BaseExpression] | None:
+        """The two parameters and the returned expression of what a tree map applies: a
+        ``lambda e, p: ...``, or a function of the module whose body returns one expression
+        (``def avg(e, p): return d * e + (1 - d) * p``)."""
+        if isinstance(func, cst.Lambda):
+            parameters, body = func.params, func.body
+        elif isinstance(func, cst.Name):
+            scope = self.index.enclosing(call, cst.FunctionDef, cst.ClassDef)
+            candidates = [
+                f
+                for f in self.index.functions_named(func.value)
+                if self.index.enclosing(f, cst.FunctionDef, cst.ClassDef) in (scope, None)
+                and not self.index.contains(f, call)
+            ]
+            if len(candidates) != 1:
+                return None
+            definition = candidates[0]
+            returns = [
+                r
+                for r in self.index.descendants(definition, cst.Return)
+                if isinstance(r, cst.Return)
+                and self.index.enclosing(r, cst.FunctionDef) is definition
+            ]
+            if len(returns) != 1 or returns[0].value is None:
+                return None
+            parameters, body = definition.params, returns[0].value
+        else:
+            return None
+        if parameters.star_arg not in (None, cst.MaybeSentinel.DEFAULT) or parameters.kwonly_params:
+            return None
+        names = [p.name.value for p in (*parameters.posonly_params, *parameters.params)]
+        if len(names) != 2:
+            return None
+        return names, body
 
     def _scaled_difference(
         self, call: cst.Call, name: cst.Name
@@ -788,9 +936,20 @@ class InPlaceUpdates:
             old = Coefficient(ops[0][1].args[0].value)
             return self._make(node, target, source, old, new, "assign")
         if methods in (["add"], ["sub"]):
-            return self._difference(
+            found = self._difference(
                 ops[0][1], target, 1 if methods == ["add"] else -1, "assign", node
             )
+            if found is None and methods == ["add"]:
+                # ``e.add_(-k * e)`` then ``e = e.add(k * p)``: the second half rebound.
+                shrink = self._shrink(self._previous_statement(node), target)
+                if shrink is not None and not shrink[2]:
+                    source, new = self._added_share(ops[0][1], shrink[1].expr)
+                    if source is not None and not self._same(source, target):
+                        first = shrink[0] if isinstance(shrink[0], cst.Call) else None
+                        return self._make(
+                            node, target, source, shrink[1], new, "assign", first=first
+                        )
+            return found
         return None
 
     # Result -----------------------------------------------------------------------------------
@@ -1001,7 +1160,59 @@ class InPlaceUpdates:
                     return found, method
         if isinstance(node, cst.Name) and self._annotated_parameters(node):
             return node, "parameters"
+        if depth < self.MAX_DEPTH and isinstance(node, cst.Name):
+            appended = self._appended(node, depth)
+            if appended is not None:
+                return appended
         return container_of(expr), None
+
+    def _appended(self, name: cst.Name, depth: int) -> tuple[cst.BaseExpression, str | None] | None:
+        """A list the function fills with ``name.append(v)`` in a loop over a model's weights
+        (``for k, v in ema.state_dict().items(): ema_v.append(v)``): that model and method,
+        whatever the list goes through afterwards (``self._pairs = ema_v, model_v`` then
+        ``ema_v, model_v = self._pairs``); a list of copies is its own container."""
+        scope = self._scope_of(name)
+        key = (id(scope), name.value)
+        if key in self._appends:
+            return self._appends[key]
+        self._appends[key] = None  # a list appended from itself stays unknown
+        sides: list[tuple[cst.BaseExpression, str | None]] = []
+        root = scope if scope is not None else self.ctx.module
+        for call in self.index.descendants(root, cst.Call):
+            assert isinstance(call, cst.Call)
+            func = call.func
+            if not (
+                isinstance(func, cst.Attribute)
+                and func.attr.value == "append"
+                and isinstance(func.value, cst.Name)
+                and func.value.value == name.value
+                and len(call.args) == 1
+                and self._scope_of(call) is scope
+            ):
+                continue
+            value = call.args[0].value
+            if _copies(value):
+                sides.append((name, None))
+                continue
+            element = strip_tensor(value)
+            side: tuple[cst.BaseExpression, str | None] = (None, None)  # type: ignore[assignment]
+            if isinstance(element, cst.Subscript):
+                side = self._subscript_side(element)
+            elif isinstance(element, cst.Name):
+                for loop in self.index.ancestors(call):
+                    if isinstance(loop, cst.For) and element.value in _for_targets(loop):
+                        side = self._container(loop.iter, depth + 1)
+                        break
+            if side[1] is None:
+                return None
+            sides.append(side)
+        if not sides or any(
+            method != sides[0][1] or self.code(found) != self.code(sides[0][0])
+            for found, method in sides
+        ):
+            return None
+        self._appends[key] = sides[0]
+        return sides[0]
 
     def _annotated_parameters(self, name: cst.Name) -> bool:
         """``def update(self, parameters: Iterable[torch.nn.Parameter])``: the helper's
@@ -1389,6 +1600,37 @@ def _copies(node: cst.BaseExpression) -> bool:
             node = node.value
             continue
         return False
+
+
+def _tree_difference(
+    body: cst.BaseExpression, shadow: str, source: str
+) -> tuple[cst.BaseExpression, bool] | None:
+    """``e + k * (p - e)`` or ``e - k * (e - p)`` (``e``, ``p`` the mapped function's
+    parameters): the weight ``k`` on the new value, and whether the step moves away from
+    ``p`` (the other sign)."""
+    if not (
+        isinstance(body, cst.BinaryOperation)
+        and isinstance(body.operator, (cst.Add, cst.Subtract))
+        and _is_param(body.left, shadow)
+        and isinstance(body.right, cst.BinaryOperation)
+        and isinstance(body.right.operator, cst.Multiply)
+    ):
+        return None
+    sign = 1 if isinstance(body.operator, cst.Add) else -1
+    product = body.right
+    for diff, k in ((product.right, product.left), (product.left, product.right)):
+        if not (isinstance(diff, cst.BinaryOperation) and isinstance(diff.operator, cst.Subtract)):
+            continue
+        if _is_param(diff.left, source) and _is_param(diff.right, shadow):
+            return k, sign < 0
+        if _is_param(diff.left, shadow) and _is_param(diff.right, source):
+            return k, sign > 0
+    return None
+
+
+def _is_param(node: cst.BaseExpression, name: str) -> bool:
+    bare = strip_tensor(node)
+    return isinstance(bare, cst.Name) and bare.value == name
 
 
 def _names_in(target: cst.BaseExpression) -> set[str]:
