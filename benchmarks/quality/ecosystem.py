@@ -6,6 +6,8 @@ import re
 import sys
 from pathlib import Path
 
+from ema_lint.analysis.syntax.test_code import is_test_module
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 AVERAGING_RE = re.compile(
     r"(?:\b|_)(?:ema|EMA|Ema|swa|SWA|Swa)(?:\b|_|[A-Z0-9])|AveragedModel|update_bn|ExponentialMovingAverage"
@@ -34,6 +36,10 @@ def averaging_files(roots: list[tuple[str, Path]], limit: int) -> list[tuple[str
             except OSError:
                 continue
             hits = len(AVERAGING_RE.findall(text))
+            # Unit tests are not mutated: their decays and arithmetic are test oracles
+            # chosen for a few updates, which the value rules do not judge by design.
+            if is_test_module(p.relative_to(root).as_posix()):
+                continue
             if hits and len(text) < 200_000:
                 scored.append((-hits, f"{key}/{p.relative_to(root).as_posix()}", p))
     scored.sort()

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ema_lint.analysis.objects.apis import API_SPECS, ApiSpec, Role
-from ema_lint.analysis.syntax.vocabulary import AVERAGE_COMPOUNDS, AVERAGED_NAME
+from ema_lint.analysis.syntax.vocabulary import AVERAGE_COMPOUNDS, AVERAGED_NAME, NAMED_AVERAGE
 from ema_lint.prefilter import identifier
 
 Group = tuple[tuple[bytes, ...], ...]
@@ -116,16 +116,27 @@ WEIGHT_EVIDENCE = _api_evidence(_weight_apis())
 OBJECT_EVIDENCE = _api_evidence(_object_apis()) | Evidence(
     groups=(((identifier("deepcopy"),), AVERAGED_NAMES),)
 )
+# The coefficients of an average are written as a complement (``1 - d``), a lerp or a running
+# mean's ``1 / n``: without one, weights read or "return" next to an averaged-looking name
+# (timm's ``global_pool='avg'``, Adam's ``exp_avg``) hold in most files of a model library,
+# and each would be parsed for nothing.
+_COMPLEMENT = (b"1 -", b"1-", b"1.0 -", b"1.0-", b"1. -", b"1.-", b"lerp", b"incremental_update")
+_COEFFICIENTS = (*_COMPLEMENT, b"1 /", b"1/", b"1. /", b"1./", b"1.0 /", b"1.0/")
 # Where ``averages_weights`` can hold: an object, or weights read into a named average.
 # A running mean into a copy named ``swa_model`` / ``avg_model`` counts too (its arithmetic
 # says it averages): weights read AND any averaged name. The loop rules admit every file with
 # an averaged name already, so a default run parses no more files for it.
-UPDATE_EVIDENCE = OBJECT_EVIDENCE | Evidence(groups=((_WEIGHT_METHOD_TOKENS, AVERAGED_NAMES),))
+UPDATE_EVIDENCE = OBJECT_EVIDENCE | Evidence(
+    groups=(
+        (_WEIGHT_METHOD_TOKENS, (NAMED_AVERAGE, *_COMPOUNDS)),
+        (_WEIGHT_METHOD_TOKENS, AVERAGED_NAMES, _COEFFICIENTS),
+    )
+)
 # Any averaging object or update the loop rules follow, hand-made shadows included.
 AVERAGING_EVIDENCE = UPDATE_EVIDENCE | Evidence(triggers=AVERAGED_NAMES)
 # Updates that make a new value instead of writing in place, judged by their coefficients
 # only: JAX's tree maps and helpers returning the average (``return ema * d + p * (1 - d)``),
 # whose shadow is always a name that says "averaged".
 FUNCTIONAL_UPDATE_EVIDENCE = UPDATE_EVIDENCE | Evidence(
-    groups=(((b"tree_map", b"tree.map", b"tree_multimap", b"return"), AVERAGED_NAMES),)
+    groups=(((b"tree_map", b"tree.map", b"tree_multimap", b"return"), AVERAGED_NAMES, _COMPLEMENT),)
 )
