@@ -254,6 +254,8 @@ class CoefficientsSwapped(Rule):
                 f"update, not an average",
                 self._swap(update),
             )
+        if self._momentum_value(update):
+            return None  # a momentum that weighs the live weights: its value is EMA103's
         decay = convention is not None and convention[0] == "decay"
         if old_complemented and (decay or (convention is None and self._names_decay(name))):
             one_weight = update.old_weight.expr is update.new_weight.expr

@@ -169,7 +169,7 @@ def test_hydra_defaults_interpolations_and_documents_are_read(run, project: Path
     )
     (project / "config.yaml").write_text(text)
     assert _found(run, project, "config.yaml") == [
-        ("config.yaml", "EMA101", 13, 10),  # at the use; its fix edits the value
+        ("config.yaml", "EMA101", 9, 14),  # where the value is written; the use related
         ("config.yaml", "EMA101", 19, 10),
     ]
     run("--fix", "--unsafe-fixes", "config.yaml", cwd=project)

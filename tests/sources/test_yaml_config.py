@@ -86,7 +86,7 @@ def test_hydra_config_follows_interpolations_and_fixes_the_source(run, project: 
     found = _run_json(run, project, "train.yaml")
     column = HYDRA_BAD.splitlines()[14].index("0.9}") + 1
     assert [(d["location"]["line"], d["location"]["column"]) for d in found] == [
-        (10, 10),
+        (6, 14),  # where the interpolated value is written; the use is a related location
         (15, column),
     ]
     assert "(from ${model.ema_decay})" in found[0]["message"]
