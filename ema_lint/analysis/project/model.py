@@ -577,6 +577,9 @@ class ProjectLink:
             return None
         holder = resolution.resolve(importer, parent)
         if holder is not None:
+            read = STORE.read(holder.path)
+            if read is None or not reexports(read[1], attr):
+                return None  # ``pkg.mod`` imports no ``sub``: nothing to summarise it for
             summary = self._summary(holder)
             for target in summary.exports.get(attr, []) if summary is not None else []:
                 found = self._item(f"{target}.{name}", holder, depth + 1)

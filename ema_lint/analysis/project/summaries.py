@@ -49,7 +49,7 @@ from ema_lint.analysis.objects.updates import (
 )
 from ema_lint.analysis.syntax.context import FileContext
 from ema_lint.analysis.syntax.names import ImportTable, dotted_name
-from ema_lint.analysis.syntax.values import ValueResolver
+from ema_lint.analysis.syntax.values import ValueResolver, argument_passed
 from ema_lint.analysis.syntax.vocabulary import is_averaged_name, names_an_average, tokens
 from ema_lint.analysis.training.evaluation import EvaluationSites
 from ema_lint.analysis.training.modes import ModeTracker
@@ -552,18 +552,8 @@ class _Extractor:
     @staticmethod
     def _argument(call: cst.Call, params: list[str], name: str) -> cst.BaseExpression | None:
         """What ``call`` passes for the parameter ``name`` of ``params`` (None: unknown)."""
-        position = 0
-        for arg in call.args:
-            if arg.star:
-                return None
-            if arg.keyword is not None:
-                if arg.keyword.value == name:
-                    return arg.value
-                continue
-            if position < len(params) and params[position] == name:
-                return arg.value
-            position += 1
-        return None
+        found = argument_passed(call, params, name)
+        return found if isinstance(found, cst.BaseExpression) else None
 
     def _factories(self, classes: set[str]) -> list[FactorySummary]:
         """Module-level functions returning a new instance of one of ``classes``: ``return

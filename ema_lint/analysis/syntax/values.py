@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import operator
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Union
 
@@ -1147,6 +1147,7 @@ class ValueResolver:
 
 # Helpers -------------------------------------------------------------------------------------
 _STAR = object()
+STAR = _STAR  # what argument_passed returns when a starred argument may hold it
 
 
 def _in_header(function: cst.FunctionDef, node: cst.CSTNode, resolver: ValueResolver) -> bool:
@@ -1170,8 +1171,15 @@ def _argument_for(
     function: cst.FunctionDef, param: cst.Param, call: cst.Call
 ) -> cst.BaseExpression | object | None:
     """The expression a call passes for ``param`` (None: not passed; _STAR: unknown)."""
-    names = _positional_names(function)
-    target = param.name.value
+    return argument_passed(call, _positional_names(function), param.name.value)
+
+
+def argument_passed(
+    call: cst.Call, names: Sequence[str], target: str
+) -> cst.BaseExpression | object | None:
+    """The expression ``call`` passes for the parameter ``target`` of a function whose
+    positional parameters are ``names`` (None: not passed; ``STAR``: unknown, a starred
+    argument may hold it)."""
     position = 0
     for arg in call.args:
         if arg.star:

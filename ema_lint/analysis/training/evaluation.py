@@ -132,17 +132,25 @@ class EvaluationSites:
                 self._add(obj, call, arg.value, "passed", *evaluating)
             else:
                 # A helper of another module of the project, judged by its summary.
-                helper = (
-                    self.ctx.project.evaluator(call) if not targets and self.ctx.project else None
-                )
-                if helper is not None:
-                    param = (
-                        arg.keyword.value
-                        if arg.keyword is not None
-                        else (helper.params[position] if position < len(helper.params) else None)
-                    )
-                    if param is not None and param in helper.unmoded:
-                        self._add(obj, call, arg.value, "passed", None, param)
+                param = self._project_evaluator_param(call, targets, arg, position)
+                if param is not None:
+                    self._add(obj, call, arg.value, "passed", None, param)
+
+    def _project_evaluator_param(
+        self, call: cst.Call, targets: list, arg: cst.Arg, position: int
+    ) -> str | None:
+        """The parameter ``arg`` binds of an evaluation helper in another module of the
+        project (by its summary), when the helper evaluates that parameter without setting
+        its mode; None otherwise (or when the call has local targets)."""
+        project = self.ctx.project
+        helper = project.evaluator(call) if not targets and project else None
+        if helper is None:
+            return None
+        if arg.keyword is not None:
+            param = arg.keyword.value
+        else:
+            param = helper.params[position] if position < len(helper.params) else None
+        return param if param is not None and param in helper.unmoded else None
 
     def _evaluating_target(
         self, targets: list[cst.FunctionDef], arg: cst.Arg, position: int
@@ -292,15 +300,9 @@ class EvaluationSites:
             evaluating = self._evaluating_target(targets, arg, position)
             if evaluating is not None:
                 return "passed", arg.value, evaluating[0], evaluating[1]
-            helper = self.ctx.project.evaluator(call) if not targets and self.ctx.project else None
-            if helper is not None:
-                param = (
-                    arg.keyword.value
-                    if arg.keyword is not None
-                    else (helper.params[position] if position < len(helper.params) else None)
-                )
-                if param is not None and param in helper.unmoded:
-                    return "passed", arg.value, None, param
+            param = self._project_evaluator_param(call, targets, arg, position)
+            if param is not None:
+                return "passed", arg.value, None, param
         return None
 
     def _is_runner(self, receiver: cst.BaseExpression) -> bool:
