@@ -15,6 +15,7 @@ from ..analysis.training.decays import (
     describe_interval,
     describe_value,
 )
+from ..analysis.training.run_fit import range_fits_run
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Option, Rule
 
@@ -96,8 +97,11 @@ class DecayOutOfRange(Rule):
     - a decay computed from a half-life (``0.5 ** (batch / halflife)``, ``exp(-1/tau)``)
       states its horizon explicitly and is only judged against the lower bound.
 
-    The lower bound always applies: an evaluation EMA over a few hundred steps is barely
-    smoother than the live weights, whatever the run.
+    The lower bound applies to any run that can hold it: an evaluation EMA over a few
+    hundred steps is barely smoother than the live weights. Only a run whose length is read
+    from the code and is so short that ``min`` itself would average over more than a third
+    of it (EMA104's default ``fraction``) is exempt: a 50-step example loop is right with
+    ``decay=0.9``, and 0.999 there would be EMA104's finding; EMA104 judges such runs.
 
     ## Unit tests
     A unit test of an EMA picks a decay such as 0.5 or 0.9 so that a few updates move the
@@ -216,6 +220,8 @@ class DecayOutOfRange(Rule):
             return
         if setting.is_default and self._default_range(teacher):
             return
+        if step < low and not teacher and not range_fits_run(settings, setting, low):
+            return  # the run is too short for the range: EMA104 judges the horizon instead
         if step > high:
             if setting.value is not None and setting.value.form == "half-life":
                 return

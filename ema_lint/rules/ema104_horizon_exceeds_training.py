@@ -6,10 +6,11 @@ import math
 
 from ..analysis.objects.apis import semantics_table
 from ..analysis.objects.averaging import Use
-from ..analysis.objects.horizon import format_count, half_life, horizon
+from ..analysis.objects.horizon import format_count, half_life
 from ..analysis.objects.triggers import UPDATE_EVIDENCE
 from ..analysis.syntax.test_code import JUDGE_TESTS, TestCode
 from ..analysis.training.decays import DecaySettings, describe_interval, describe_value
+from ..analysis.training.run_fit import DEFAULT_FRACTION, horizon_in_run
 from ..diagnostics import FixAvailability
 from ..rule import Option, Rule
 
@@ -99,7 +100,7 @@ class HorizonExceedsTraining(Rule):
         Option(
             "fraction",
             float,
-            1 / 3,
+            DEFAULT_FRACTION,
             "Largest accepted horizon, as a fraction of the run's steps.",
             minimum=0.0,
             maximum=1.0,
@@ -133,23 +134,10 @@ class HorizonExceedsTraining(Rule):
                 continue  # a unit test's run is the test harness, its horizon deliberate
             if setting.decay is None or not 0.5 <= setting.decay < 1.0:
                 continue
-            run = settings.run_length(setting)
-            if run is None or run.steps <= 0:
+            fit = horizon_in_run(settings, setting)
+            if fit is None or not fit.exceeds(fraction):
                 continue
-            if run.unit == "updates":
-                # Counted from the loops: calls of the update, guards already divided.
-                calls, total = run.steps, run.steps
-                span_factor = setting.spec_interval
-            else:
-                guard = setting.interval // max(setting.spec_interval, 1)
-                calls, total = run.steps / guard, run.steps
-                span_factor = setting.interval
-            end_decay = setting.decay_after(calls)
-            if end_decay is None or not 0.0 < end_decay < 1.0:
-                continue
-            span = horizon(end_decay) * span_factor
-            if span <= total * fraction:
-                continue
+            run, span, end_decay = fit.run, fit.span, fit.end_decay
             node, related = settings.placement(setting, setting.interval_expr)
             ramp = ""
             if setting.ramp is not None:
@@ -159,7 +147,7 @@ class HorizonExceedsTraining(Rule):
                 node,  # type: ignore[arg-type]
                 f"{describe_value(setting)}{describe_interval(setting)} averages over about "
                 f"{format_count(span)} {run.unit} (half-life "
-                f"{format_count(half_life(end_decay) * span_factor)}{ramp}), more than "
+                f"{format_count(half_life(end_decay) * fit.span_factor)}{ramp}), more than "
                 f"{fraction * 100:.0f}% of the {format_count(run.steps)}-{run.unit[:-1]} run "
                 f"({run.via}): about {share:.0f}% of the final average is still the initial "
                 "weights",

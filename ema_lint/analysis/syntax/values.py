@@ -746,7 +746,23 @@ class ValueResolver:
         if found is None:
             found = [c for c in calls.get(name, []) if isinstance(c.func, cst.Name)]
             self._name_callers[name] = found
+        rivals = [f for f in self.index.functions_named(name) if self._parent_scope(f) is owner]
+        if len(rivals) > 1:
+            return [c for c in found if self._definition_called(c, rivals, owner) is function]
         return found
+
+    def _definition_called(
+        self, call: cst.Call, definitions: list[cst.FunctionDef], owner: Scope
+    ) -> cst.FunctionDef | None:
+        """Which of several ``def``s of one name in one scope ``call`` runs: a call written
+        in that scope's own statements runs the last ``def`` above it (a notebook or script
+        that redefines ``train_step`` per section); a call in a function defined there runs
+        later, so the last ``def`` of the scope."""
+        scope = self.index.enclosing(call, *_SCOPE_TYPES)
+        if scope is owner:
+            above = [d for d in definitions if self.index.is_before(d, call)]
+            return above[-1] if above else None
+        return definitions[-1]
 
     def _calls(self) -> dict[str, list[cst.Call]]:
         if self._calls_by_name is None:
