@@ -476,7 +476,9 @@ class DecaySettings:
                 if obj.use is not Use.EVAL:
                     return obj.use
         words = [weight, function.name.value, getattr(owner, "name", function.name).value]
-        words += [p.name.value for p in _all_params(function)]  # ``teacher``, ``target_net``
+        # ``teacher``, ``target_net``; not another parameter whose default is above one: a
+        # horizon (ultralytics' ramp ``tau=2000``, a half-life), never a polyak rate.
+        words += [p.name.value for p in _all_params(function) if not _horizon_param(p)]
         names = " ".join(n.lower() for n in words)
         if any(word in names for word in _TARGET_WORDS):
             return Use.TARGET
@@ -672,6 +674,13 @@ def _carrier(coefficient: Coefficient, side: Side) -> tuple[cst.BaseExpression, 
 
 def _momentum_weight(weight: Weight) -> bool:
     return weight.side is Side.NEW and "momentum" in tokens(weight.param)
+
+
+def _horizon_param(param: cst.Param) -> bool:
+    """A parameter whose literal default is above one (a time constant in updates)."""
+    default = param.default
+    number = literal_number(default) if default is not None else None
+    return number is not None and number > 1
 
 
 def _all_params(function: cst.FunctionDef) -> list[cst.Param]:
