@@ -84,6 +84,24 @@ def _link(dest: Path, source: Path) -> None:
         dest.write_bytes(source.read_bytes())
 
 
+class _Texts:
+    """The texts of a project's other files, read once and only when iterated."""
+
+    def __init__(self, key: str, path: Path) -> None:
+        self.key, self.path = key, path
+        self.texts: list[str] | None = None
+
+    def __iter__(self):
+        if self.texts is None:
+            self.texts = []
+            for _, path in _project_files(self.key, self.path):
+                try:
+                    self.texts.append(path.read_text(encoding="utf-8", errors="replace"))
+                except OSError:
+                    continue
+        return iter(self.texts)
+
+
 def run_mutants(
     files: list[tuple[str, Path]],
     originals: dict[str, list[linter.Finding]] | None,
@@ -101,7 +119,14 @@ def run_mutants(
         except (OSError, UnicodeDecodeError):
             continue
         ops = [by_name(o) for o in operators] if operators else OPERATORS
-        mutants += mutation.mutants_of(key, source, ops, max_sites=max_sites, errors=engine_errors)
+        mutants += mutation.mutants_of(
+            key,
+            source,
+            ops,
+            max_sites=max_sites,
+            errors=engine_errors,
+            project_texts=_Texts(key, path),
+        )
     for i, m in enumerate(mutants):
         m.index = i
     _log(f"  {len(mutants)} mutants of {len(files)} files; linting them")

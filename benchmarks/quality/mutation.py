@@ -16,7 +16,7 @@ import libcst as cst
 
 from benchmarks.quality.cst_tools import Context, apply
 from benchmarks.quality.linter import Finding
-from benchmarks.quality.operators import OPERATORS, Operator
+from benchmarks.quality.operators import OPERATORS, PROJECT_TEXTS, Operator
 from benchmarks.quality.scoring import WINDOW
 
 MAX_SITES = 4
@@ -67,12 +67,16 @@ def mutants_of(
     operators: Iterable[Operator] = OPERATORS,
     max_sites: int = MAX_SITES,
     errors: list[EngineError] | None = None,
+    project_texts: Iterable[str] = (),
 ) -> list[Mutant]:
-    """Every mutant of one file (at most ``max_sites`` per operator)."""
+    """Every mutant of one file (at most ``max_sites`` per operator). ``project_texts``: the
+    other files of its project, read by operators that must know whether another module
+    reaches what they mutate (a default every call here overrides)."""
     try:
         ctx = Context.parse(source)
     except Exception:
         return []
+    ctx.cache[PROJECT_TEXTS] = project_texts
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:

@@ -193,12 +193,113 @@ def decay_sites(ctx: Context) -> Iterator[tuple[cst.CSTNode, str, set[int]]]:
         owners = [a for a in ctx.ancestors(param) if isinstance(a, (cst.FunctionDef, cst.ClassDef))]
         names = [o.name.value for o in owners]
         if any(is_averaged_name(n) or set(components(n)) & {"accumulate", "polyak"} for n in names):
+            function = owners[0] if owners and isinstance(owners[0], cst.FunctionDef) else None
+            if function is not None and (
+                default_overridden(ctx, function, param) or transforms_gradients(ctx, function)
+            ):
+                continue  # an equivalent mutant (benchmarks/README.md, "Equivalent mutants")
             lines = set()
             for n in names:
                 lines |= usage.get(n, set())
             r = out(param.default, param.name.value, lines)
             if r:
                 yield r
+
+
+# Project files' texts other than the mutated one (set by the engine, see ``mutants_of``):
+# a default is reachable from another module when it names the callee.
+PROJECT_TEXTS = "project_texts"
+
+
+def _callee_of(ctx: Context, function: cst.FunctionDef) -> tuple[str, int] | None:
+    """The name calls of ``function`` use and how many leading parameters they do not pass
+    (``self``): ``C(...)`` for ``C.__init__``, ``x.m(...)`` for a method, ``f(...)``."""
+    owner = next(
+        (a for a in ctx.ancestors(function) if isinstance(a, (cst.FunctionDef, cst.ClassDef))),
+        None,
+    )
+    if isinstance(owner, cst.FunctionDef):
+        return None  # a nested function: its calls are not followed
+    if isinstance(owner, cst.ClassDef):
+        decorators = {last_name(d.decorator) for d in function.decorators}
+        skip = 0 if "staticmethod" in decorators else 1
+        if function.name.value == "__init__":
+            return owner.name.value, skip
+        return function.name.value, skip
+    return function.name.value, 0
+
+
+def default_overridden(ctx: Context, function: cst.FunctionDef, param: cst.Param) -> bool:
+    """Every call of ``function`` in the project passes ``param`` (and there is one): its
+    default is never used, so a mutant of it changes no run. Conservative: a mention of the
+    callee that is not such a call (a reference, a subclass, ``partial``, ``*args``), or any
+    mention in another file of the project, keeps the default reachable."""
+    found = _callee_of(ctx, function)
+    if found is None:
+        return False
+    name, skip = found
+    p = function.params
+    positional = [*p.posonly_params, *p.params]
+    index = next((i for i, q in enumerate(positional) if q is param), None)
+    keyword_only = index is None
+    if not keyword_only:
+        index -= skip
+    calls = 0
+    for node in ctx.nodes(cst.Name):
+        if node.value != name:
+            continue
+        parent = ctx.parent(node)
+        if isinstance(parent, (cst.FunctionDef, cst.ClassDef)) and parent.name is node:
+            continue
+        if isinstance(parent, cst.Attribute) and parent.attr is node:
+            call = ctx.parent(parent)
+            callee = parent
+        else:
+            call, callee = parent, node
+        if not isinstance(call, cst.Call) or call.func is not callee:
+            if _type_test(ctx, node):
+                continue  # ``isinstance(x, C)``, an annotation: no instance made
+            return False  # referenced, not called here
+        if any(a.star for a in call.args):
+            return False
+        passed = any(a.keyword is not None and a.keyword.value == param.name.value for a in call.args)
+        if not passed and not keyword_only:
+            passed = sum(1 for a in call.args if a.keyword is None) > index
+        if not passed:
+            return False
+        calls += 1
+    if calls == 0:
+        return False  # public API: every caller elsewhere uses the default
+    word = re.compile(rf"\b{re.escape(name)}\b")
+    return not any(word.search(text) for text in ctx.cache.get(PROJECT_TEXTS, ()))
+
+
+def _type_test(ctx: Context, node: cst.Name) -> bool:
+    for a in ctx.ancestors(node):
+        if isinstance(a, cst.Annotation):
+            return True
+        if isinstance(a, cst.Call):
+            return last_name(a.func) in ("isinstance", "issubclass") and a.func is not node
+        if isinstance(a, cst.BaseStatement):
+            return False
+    return False
+
+
+def transforms_gradients(ctx: Context, function: cst.FunctionDef) -> bool:
+    """``function`` makes an optax-style gradient transformation (it returns a
+    ``GradientTransformation*`` or is annotated so): its decays average gradient statistics,
+    not weights, and a mutant of them is no weight-averaging bug."""
+
+    def gradient_type(node: cst.CSTNode | None) -> bool:
+        return node is not None and last_name(node).startswith("GradientTransformation")
+
+    if function.returns is not None and gradient_type(function.returns.annotation):
+        return True
+    for node in walk(function.body):
+        if isinstance(node, cst.Return) and isinstance(node.value, cst.Call):
+            if gradient_type(node.value.func):
+                return True
+    return False
 
 
 def _set_decay(

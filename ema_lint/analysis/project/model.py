@@ -722,6 +722,22 @@ class ProjectLink:
             found = self._callers[key] = list(self._scan_callers(function, naming))
         return found
 
+    def mentioned_elsewhere(self, function: str) -> bool:
+        """Another module of the project may call ``function`` of this module: its bytes hold
+        the name and this module's name (an import of it). False means that no module of the
+        project can reach it but through a name no file spells: a public library API."""
+        stem = os.path.basename(self.me.path).rsplit(".", 1)[0]
+        if stem == "__init__":
+            stem = os.path.basename(os.path.dirname(self.me.path))
+        needle, word = stem.encode(), function.encode()
+        for path in project_files(self.base):
+            if path == self.me.path:
+                continue
+            read = STORE.read(path)
+            if read is not None and word in read[1] and needle in read[1]:
+                return True
+        return False
+
     def _scan_callers(
         self, function: str, naming: frozenset[bytes] | None
     ) -> Iterator[tuple[ModuleFile, ModuleSummary]]:

@@ -663,6 +663,22 @@ class _Extractor:
             return True
         return False
 
+    def _library_source(self, cls: cst.ClassDef, init: cst.FunctionDef) -> ClassSummary | None:
+        """The library's own source of a table averaging class whose update the per-file
+        analysis cannot follow (ema-pytorch's ``EMA``: the copy made in a method ``__init__``
+        calls, the lerp behind a ``partial``): a record whose weight is the table's, so the
+        default written in ``__init__`` is judged with the table's semantics and ramps.
+        Only for the weight defaults of the module itself (not a summary for other files)."""
+        own = self._table_spec_defined_here(cls.name.value)
+        if own is None or own.weight is None or own.role is not Role.EMA_MODEL:
+            return None
+        summary = self._at(ClassSummary(cls.name.value, 0, "library"), cls)
+        summary.base = own.qualname
+        summary.params, summary.kwonly, summary.var_kwargs = _params(init, True)
+        if own.weight.param not in (*summary.params, *summary.kwonly):
+            return None
+        return summary
+
     def _table_spec_defined_here(self, name: str) -> ApiSpec | None:
         """The table API this module defines under ``name``, when the file's path ends with
         the API's module (``.../ignite/handlers/ema_handler.py`` for
@@ -731,7 +747,13 @@ class _Extractor:
                 text = expanded.get("", "")
                 if "exp(" in text:
                     summary.ramp = "exp_tau"
-                    tau = next((n for n in names if n != weight), None)
+                    # The time constant: another parameter with a default above one (not
+                    # the update counter the ramp is evaluated at, ``updates=0``).
+                    others = [n for n in names if n != weight]
+                    horizons = [
+                        n for n in others if _above_one(self._literal(init_params[n].default))
+                    ]
+                    tau = next(iter(horizons or others), None)
                     summary.ramp_param = tau
                     if tau is not None:
                         tau_default = self._literal(init_params[tau].default)
@@ -1088,6 +1110,8 @@ def averaging_definitions(
             continue
         record = extractor._class(node)
         init = extractor._methods(node).get("__init__")
+        if record is None and init is not None:
+            record = extractor._library_source(node, init)
         if record is not None and init is not None and _declares_weight(record):
             found.append((record, init))
     for node in ctx.nodes(cst.FunctionDef):

@@ -409,15 +409,25 @@ class DecaySettings:
                 # leave it. A default no call here leaves (guided-diffusion's ``rate=0.99``,
                 # always passed by its callers) is moot for this module's runs: only a value
                 # no run can mean (a frozen or diverging average) is judged.
+                # A helper no module of the project calls (a library's public API) is
+                # judged: its every user gets the default.
                 owner = self.ctx.index.enclosing(function, cst.ClassDef)
                 setting.unused_default = (
-                    owner is None and not self.resolver.callers(function)
+                    owner is None
+                    and not self.resolver.callers(function)
+                    and self._called_elsewhere(function)
                 ) or self._always_passed(function, param)
                 added.append(setting)
         if added:
             self.settings.extend(added)
             order = self.ctx.index.order
             self.settings.sort(key=lambda s: order.get(id(s.node or s.bound.call), 0))
+
+    def _called_elsewhere(self, function: cst.FunctionDef) -> bool:
+        """Another module of the project may call ``function`` (with its own value): True
+        when the project cannot tell (no project model)."""
+        mentioned = getattr(self.ctx.project, "mentioned_elsewhere", None)
+        return True if mentioned is None else mentioned(function.name.value)
 
     def _always_passed(self, function: cst.FunctionDef, param: cst.Param) -> bool:
         callers = self.resolver.callers(function)
@@ -476,7 +486,9 @@ class DecaySettings:
                 if obj.use is not Use.EVAL:
                     return obj.use
         words = [weight, function.name.value, getattr(owner, "name", function.name).value]
-        words += [p.name.value for p in _all_params(function)]  # ``teacher``, ``target_net``
+        # ``teacher``, ``target_net``; not another parameter whose default is above one: a
+        # horizon (ultralytics' ramp ``tau=2000``, a half-life), never a polyak rate.
+        words += [p.name.value for p in _all_params(function) if not _horizon_param(p)]
         names = " ".join(n.lower() for n in words)
         if any(word in names for word in _TARGET_WORDS):
             return Use.TARGET
@@ -672,6 +684,13 @@ def _carrier(coefficient: Coefficient, side: Side) -> tuple[cst.BaseExpression, 
 
 def _momentum_weight(weight: Weight) -> bool:
     return weight.side is Side.NEW and "momentum" in tokens(weight.param)
+
+
+def _horizon_param(param: cst.Param) -> bool:
+    """A parameter whose literal default is above one (a time constant in updates)."""
+    default = param.default
+    number = literal_number(default) if default is not None else None
+    return number is not None and number > 1
 
 
 def _all_params(function: cst.FunctionDef) -> list[cst.Param]:
