@@ -64,7 +64,9 @@ def test_extreme_numbers_never_crash_a_rule(run, project: Path, name: str) -> No
 def test_hex_one_is_read_as_one_in_the_complement(run, project: Path) -> None:
     (project / "train.py").write_text(SOURCES["hex-one-in-complement"])
     result = run("train.py", cwd=project)
-    assert "EMA101 EMA decay 0.99 averages over about 100 updates" in result.out
+    # A 10-update loop: the horizon is judged against the run (EMA104), with the value read
+    # as 0.99, so the hex one was read as one.
+    assert "EMA decay 0.99 averages over about 100 updates" in result.out
 
 
 @pytest.mark.parametrize(
