@@ -262,7 +262,9 @@ def default_overridden(ctx: Context, function: cst.FunctionDef, param: cst.Param
             return False  # referenced, not called here
         if any(a.star for a in call.args):
             return False
-        passed = any(a.keyword is not None and a.keyword.value == param.name.value for a in call.args)
+        passed = any(
+            a.keyword is not None and a.keyword.value == param.name.value for a in call.args
+        )
         if not passed and not keyword_only:
             passed = sum(1 for a in call.args if a.keyword is None) > index
         if not passed:
@@ -296,9 +298,12 @@ def transforms_gradients(ctx: Context, function: cst.FunctionDef) -> bool:
     if function.returns is not None and gradient_type(function.returns.annotation):
         return True
     for node in walk(function.body):
-        if isinstance(node, cst.Return) and isinstance(node.value, cst.Call):
-            if gradient_type(node.value.func):
-                return True
+        if (
+            isinstance(node, cst.Return)
+            and isinstance(node.value, cst.Call)
+            and gradient_type(node.value.func)
+        ):
+            return True
     return False
 
 

@@ -722,14 +722,19 @@ class ProjectLink:
             found = self._callers[key] = list(self._scan_callers(function, naming))
         return found
 
+    def _importer_needles(self, function: str) -> tuple[bytes, bytes]:
+        """The bytes a module that imports ``function`` from this module must hold: this
+        module's name (its package's for ``__init__``) and the function's."""
+        stem = os.path.basename(self.me.path).rsplit(".", 1)[0]
+        if stem == "__init__":
+            stem = os.path.basename(os.path.dirname(self.me.path))
+        return stem.encode(), function.encode()
+
     def mentioned_elsewhere(self, function: str) -> bool:
         """Another module of the project may call ``function`` of this module: its bytes hold
         the name and this module's name (an import of it). False means that no module of the
         project can reach it but through a name no file spells: a public library API."""
-        stem = os.path.basename(self.me.path).rsplit(".", 1)[0]
-        if stem == "__init__":
-            stem = os.path.basename(os.path.dirname(self.me.path))
-        needle, word = stem.encode(), function.encode()
+        needle, word = self._importer_needles(function)
         for path in project_files(self.base):
             if path == self.me.path:
                 continue
@@ -741,10 +746,7 @@ class ProjectLink:
     def _scan_callers(
         self, function: str, naming: frozenset[bytes] | None
     ) -> Iterator[tuple[ModuleFile, ModuleSummary]]:
-        stem = os.path.basename(self.me.path).rsplit(".", 1)[0]
-        if stem == "__init__":
-            stem = os.path.basename(os.path.dirname(self.me.path))
-        needle, word = stem.encode(), function.encode()
+        needle, word = self._importer_needles(function)
         for path in project_files(self.base):
             if path == self.me.path:
                 continue
