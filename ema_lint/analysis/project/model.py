@@ -722,40 +722,31 @@ class ProjectLink:
             found = self._callers[key] = list(self._scan_callers(function, naming))
         return found
 
-    def _importer_needles(self, function: str) -> tuple[bytes, bytes]:
-        """The bytes a module that imports ``function`` from this module must hold: this
-        module's name (its package's for ``__init__``) and the function's."""
+    def _importers(self, function: str) -> Iterator[tuple[str, bytes]]:
+        """Project files other than this one whose bytes could import ``function`` from this
+        module: they hold the function's name and this module's (its package's for
+        ``__init__``). A byte test, so no file is parsed to answer it."""
         stem = os.path.basename(self.me.path).rsplit(".", 1)[0]
         if stem == "__init__":
             stem = os.path.basename(os.path.dirname(self.me.path))
-        return stem.encode(), function.encode()
-
-    def mentioned_elsewhere(self, function: str) -> bool:
-        """Another module of the project may call ``function`` of this module: its bytes hold
-        the name and this module's name (an import of it). False means that no module of the
-        project can reach it but through a name no file spells: a public library API."""
-        needle, word = self._importer_needles(function)
+        needle, word = stem.encode(), function.encode()
         for path in project_files(self.base):
             if path == self.me.path:
                 continue
             read = STORE.read(path)
             if read is not None and word in read[1] and needle in read[1]:
-                return True
-        return False
+                yield path, read[1]
+
+    def mentioned_elsewhere(self, function: str) -> bool:
+        """Another module of the project may call ``function`` of this module. False means
+        that no module of the project can reach it but through a name no file spells: a
+        public library API, whose every user gets its defaults."""
+        return next(self._importers(function), None) is not None
 
     def _scan_callers(
         self, function: str, naming: frozenset[bytes] | None
     ) -> Iterator[tuple[ModuleFile, ModuleSummary]]:
-        needle, word = self._importer_needles(function)
-        for path in project_files(self.base):
-            if path == self.me.path:
-                continue
-            read = STORE.read(path)
-            if read is None:
-                continue
-            _, data = read
-            if word not in data or needle not in data:
-                continue
+        for path, data in self._importers(function):
             if naming is not None and not any(n in data for n in naming):
                 continue
             module = resolution.module_for_path(path)

@@ -426,8 +426,10 @@ class DecaySettings:
     def _called_elsewhere(self, function: cst.FunctionDef) -> bool:
         """Another module of the project may call ``function`` (with its own value): True
         when the project cannot tell (no project model)."""
-        mentioned = getattr(self.ctx.project, "mentioned_elsewhere", None)
-        return True if mentioned is None else mentioned(function.name.value)
+        project = self.ctx.project
+        if project is None:
+            return True
+        return project.mentioned_elsewhere(function.name.value)
 
     def _always_passed(self, function: cst.FunctionDef, param: cst.Param) -> bool:
         callers = self.resolver.callers(function)
