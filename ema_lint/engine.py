@@ -269,7 +269,7 @@ def _run_rules(
     pending: list[PendingReport] = []
     crashes: list[Diagnostic] = []
     for rule_cls in rules:
-        rule = rule_cls(ctx, options.get(rule_cls.name))
+        rule = rule_cls(ctx, options.get(rule_cls.name), options)
         try:
             for node_type, method_name in rule_cls.visited_types().items():
                 nodes = ctx.nodes(node_type)

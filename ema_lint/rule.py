@@ -64,12 +64,23 @@ class Rule:
     requires: ClassVar[tuple[type, ...]] = ()
     options: ClassVar[tuple[Option, ...]] = ()
 
-    def __init__(self, ctx: FileContext, settings: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        ctx: FileContext,
+        settings: Mapping[str, Any] | None = None,
+        peers: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
         self.ctx = ctx
         self.settings: dict[str, Any] = {o.name: o.default for o in self.options}
         if settings:
             self.settings.update(settings)
+        self._peers = peers or {}
         self.reports: list[PendingReport] = []
+
+    def peer_setting(self, rule_name: str, option: str, default: Any) -> Any:
+        """Another rule's configured ``option`` (``default`` when not set): for rules that
+        hand a case to a peer and must draw the line where the user put the peer's."""
+        return self._peers.get(rule_name, {}).get(option, default)
 
     def report(
         self,

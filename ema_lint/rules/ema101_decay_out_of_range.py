@@ -15,7 +15,7 @@ from ..analysis.training.decays import (
     describe_interval,
     describe_value,
 )
-from ..analysis.training.run_fit import range_fits_run
+from ..analysis.training.run_fit import DEFAULT_FRACTION, range_fits_run
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Option, Rule
 
@@ -220,7 +220,7 @@ class DecayOutOfRange(Rule):
             return
         if setting.is_default and self._default_range(teacher):
             return
-        if step < low and not teacher and not range_fits_run(settings, setting, low):
+        if step < low and not teacher and not self._range_fits(settings, setting, low):
             return  # the run is too short for the range: EMA104 judges the horizon instead
         if step > high:
             if setting.value is not None and setting.value.form == "half-life":
@@ -242,6 +242,12 @@ class DecayOutOfRange(Rule):
         if self.settings["max"] != self.option("max").default:
             return high
         return max(high, self.settings["max-unknown-run"] - 1e-8)  # 0.999 every 100 steps
+
+    def _range_fits(self, settings: DecaySettings, setting: DecaySetting, low: float) -> bool:
+        # Drawn at EMA104's configured fraction, so the case goes to EMA104 exactly when
+        # EMA104 would judge ``low`` itself too long for the run.
+        fraction = self.peer_setting("ema-horizon-exceeds-training", "fraction", DEFAULT_FRACTION)
+        return range_fits_run(settings, setting, low, fraction)
 
     def _default_range(self, teacher: bool) -> bool:
         names = ("teacher-min", "teacher-max") if teacher else ("min", "max")

@@ -11,6 +11,7 @@ from ..analysis.objects.averaging import AveragingObjects, tokens
 from ..analysis.objects.horizon import describe_decay, format_number, horizon
 from ..analysis.objects.triggers import FUNCTIONAL_UPDATE_EVIDENCE
 from ..analysis.objects.updates import Coefficient, InPlaceUpdate, InPlaceUpdates, strip_tensor
+from ..analysis.syntax.params import all_params
 from ..analysis.syntax.values import ValueResolver
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
@@ -300,11 +301,7 @@ class CoefficientsSwapped(Rule):
             return None
         params = function.params
         param = next(
-            (
-                p
-                for p in (*params.posonly_params, *params.params, *params.kwonly_params)
-                if p.name.value == name.value
-            ),
+            (p for p in all_params(params) if p.name.value == name.value),
             None,
         )
         if param is None:
@@ -372,7 +369,7 @@ class CoefficientsSwapped(Rule):
         function = self.ctx.index.enclosing(update.node, cst.FunctionDef)
         if function is not None:
             params = function.params
-            for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            for param in all_params(params):
                 if param.name.value != name:
                     continue
                 if param.default is not None:
@@ -406,7 +403,7 @@ class CoefficientsSwapped(Rule):
         for statement in cls.body.body:
             if isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__":
                 params = statement.params
-                for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+                for param in all_params(params):
                     if param.name.value == name and param.default is not None:
                         value = self._resolver.number(param.default)
                         if value is not None:

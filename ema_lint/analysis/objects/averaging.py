@@ -69,6 +69,8 @@ from ema_lint.analysis.syntax.vocabulary import (
     tokens,
 )
 
+from ..syntax.params import all_params
+
 
 class Use(str, enum.Enum):
     EVAL = "eval-ema"
@@ -381,9 +383,7 @@ class AveragingObjects:
         if function is None:
             return False
         params = function.params
-        names = {
-            p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)
-        }
+        names = {p.name.value for p in all_params(params)}
         given = [source] if kept else [shadow, source]
         if any(
             not isinstance(n, cst.Name)
@@ -414,9 +414,7 @@ class AveragingObjects:
         if function is None or shadow.value == source.value:
             return False
         params = function.params
-        names = {
-            p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)
-        }
+        names = {p.name.value for p in all_params(params)}
         if shadow.value not in names or source.value not in names:
             return False
         if not is_averaged_name(shadow.value):
@@ -999,7 +997,7 @@ class AveragingObjects:
         for function in self.ctx.nodes(cst.FunctionDef):
             assert isinstance(function, cst.FunctionDef)
             params = function.params
-            for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            for param in all_params(params):
                 name = param.name.value
                 if name in ("self", "cls"):
                     continue

@@ -29,6 +29,8 @@ from ema_lint.analysis.syntax.names import dotted_name
 from ema_lint.analysis.syntax.values import ValueResolver
 from ema_lint.analysis.syntax.vocabulary import is_averaged_name
 
+from ..syntax.params import all_params
+
 _INPLACE = {"mul_", "add_", "lerp_", "copy_", "sub_"}
 # JAX's maps over parameter trees (``jax.tree.map``, ``jax.tree_util.tree_map``).
 _TREE_MAPS = {"tree_map", "tree_multimap", "map"}  # ``map`` only as ``jax.tree.map``
@@ -1222,7 +1224,7 @@ class InPlaceUpdates:
         if function is None:
             return False
         params = function.params
-        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        for param in all_params(params):
             if param.name.value != name.value or param.annotation is None:
                 continue
             text = self.code(param.annotation.annotation)
@@ -1396,7 +1398,7 @@ class InPlaceUpdates:
             return "local name" if isinstance(earlier, (cst.Subscript, cst.Attribute)) else None
         if isinstance(scope, cst.FunctionDef) and not loops_between:
             params = scope.params
-            every = (*params.posonly_params, *params.params, *params.kwonly_params)
+            every = all_params(params)
             if any(p.name.value == name for p in every):
                 return "local name"
         return None

@@ -49,10 +49,12 @@ from ema_lint.analysis.objects.updates import (
 )
 from ema_lint.analysis.syntax.context import FileContext
 from ema_lint.analysis.syntax.names import ImportTable, dotted_name
-from ema_lint.analysis.syntax.values import ValueResolver, argument_passed
+from ema_lint.analysis.syntax.values import ValueResolver, argument_passed, is_time_constant
 from ema_lint.analysis.syntax.vocabulary import is_averaged_name, names_an_average, tokens
 from ema_lint.analysis.training.evaluation import EvaluationSites
 from ema_lint.analysis.training.modes import ModeTracker
+
+from ..syntax.params import all_params
 
 FORMAT = 5  # bumped whenever extraction changes what a record holds
 
@@ -237,15 +239,6 @@ def _params(function: cst.FunctionDef, skip_self: bool) -> tuple[list[str], list
         params = params[1:]
     kwonly = [p.name.value for p in function.params.kwonly_params]
     return params, kwonly, isinstance(function.params.star_kwarg, cst.Param)
-
-
-def _above_one(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 1
-
-
-def _all_params(function: cst.FunctionDef) -> list[cst.Param]:
-    p = function.params
-    return [*p.posonly_params, *p.params, *p.kwonly_params]
 
 
 class _Extractor:
@@ -442,7 +435,7 @@ class _Extractor:
                 summary.defaults = {k: v for k, v in spec.defaults.items() if _jsonable(v)}
         if init is not None:
             summary.params, summary.kwonly, summary.var_kwargs = _params(init, True)
-            for param in _all_params(init)[1:] if _params(init, False)[0] else []:
+            for param in all_params(init)[1:] if _params(init, False)[0] else []:
                 summary.defaults[param.name.value] = self._literal(param.default)
         if "swa" in tokens(cls.name.value):
             summary.kind = "swa"
@@ -585,7 +578,7 @@ class _Extractor:
                     break
                 made = name
             if made is not None:
-                params = [p.name.value for p in _all_params(function)]
+                params = [p.name.value for p in all_params(function)]
                 found.append(
                     self._at(FactorySummary(function.name.value, 0, params, made), function)
                 )
@@ -608,7 +601,7 @@ class _Extractor:
 
     def _held_copy(self, init: cst.FunctionDef) -> str | None:
         """The ``self`` attribute ``__init__`` binds to a deepcopy of an argument."""
-        params = {p.name.value for p in _all_params(init)}
+        params = {p.name.value for p in all_params(init)}
         for call in self.index.descendants(init, cst.Call):
             if not isinstance(call, cst.Call) or not (dotted_name(call.func) or "").endswith(
                 "deepcopy"
@@ -635,7 +628,7 @@ class _Extractor:
         from its default (a decay is close to one, a momentum close to zero)."""
         if self._own_weight(summary, init):
             return
-        for param in _all_params(init):
+        for param in all_params(init):
             name = param.name.value
             if name not in _WEIGHT_WORDS:
                 continue
@@ -653,7 +646,7 @@ class _Extractor:
         own = self._table_spec_defined_here(summary.name)
         if own is None or own.weight is None:
             return False
-        for param in _all_params(init):
+        for param in all_params(init):
             if param.name.value != own.weight.param:
                 continue
             default = self._literal(param.default)
@@ -716,7 +709,7 @@ class _Extractor:
     ) -> None:
         if init is None:
             return
-        init_params = {p.name.value: p for p in _all_params(init)}
+        init_params = {p.name.value: p for p in all_params(init)}
         for update in updates:
             for coefficient, side in (
                 (update.old_weight, "decay"),
@@ -734,7 +727,8 @@ class _Extractor:
                 weights = [
                     n
                     for n in names
-                    if n in _WEIGHT_WORDS or not _above_one(self._literal(init_params[n].default))
+                    if n in _WEIGHT_WORDS
+                    or not is_time_constant(self._literal(init_params[n].default))
                 ]
                 if not weights:
                     continue
@@ -751,7 +745,7 @@ class _Extractor:
                     # the update counter the ramp is evaluated at, ``updates=0``).
                     others = [n for n in names if n != weight]
                     horizons = [
-                        n for n in others if _above_one(self._literal(init_params[n].default))
+                        n for n in others if is_time_constant(self._literal(init_params[n].default))
                     ]
                     tau = next(iter(horizons or others), None)
                     summary.ramp_param = tau
@@ -808,7 +802,7 @@ class _Extractor:
         return "no" if methods & {"parameters", "named_parameters"} else ""
 
     def _placement(self, summary: ClassSummary, init: cst.FunctionDef) -> None:
-        params = {p.name.value for p in _all_params(init)}
+        params = {p.name.value for p in all_params(init)}
         for call in self._calls_named(init, "to", "cpu", "half", "eval", "type"):
             method = call.func.attr.value  # type: ignore[attr-defined]
             if method == "eval":
@@ -833,7 +827,7 @@ class _Extractor:
 
     # Functions ---------------------------------------------------------------------------------
     def _updater(self, function: cst.FunctionDef) -> UpdaterSummary | None:
-        params = [p.name.value for p in _all_params(function)]
+        params = [p.name.value for p in all_params(function)]
         if not params:
             return None
         for update in self.updates:
@@ -864,7 +858,7 @@ class _Extractor:
                 rate = self._param_of(expr)
                 if rate is not None:
                     found.rate, found.side = rate, side
-                    param = next(p for p in _all_params(function) if p.name.value == rate)
+                    param = next(p for p in all_params(function) if p.name.value == rate)
                     default = self._literal(param.default)
                     if isinstance(default, (int, float)) and not isinstance(default, bool):
                         found.rate_default = float(default)
@@ -972,7 +966,7 @@ class _Extractor:
             for c in self.index.descendants(function, cst.Call)
         ):
             return None
-        params = [p.name.value for p in _all_params(function)]
+        params = [p.name.value for p in all_params(function)]
         if not params:
             return None
         sites = self.ctx.get(EvaluationSites)

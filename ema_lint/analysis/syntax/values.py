@@ -41,6 +41,7 @@ import libcst as cst
 
 from ema_lint.analysis.syntax.context import FileContext
 from ema_lint.analysis.syntax.names import ImportTable, dotted_name
+from ema_lint.analysis.syntax.params import all_params
 
 
 @dataclass(frozen=True)
@@ -159,6 +160,12 @@ def literal_number(node: cst.BaseExpression) -> int | float | None:
 
 def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def is_time_constant(value: object) -> bool:
+    """A number above one where a decay or rate is expected: a count of steps (a warmup
+    ramp's time constant, an ``update_every``), never a weight, so it is not judged as one."""
+    return _is_number(value) and value > 1  # type: ignore[operator]
 
 
 def _bounded(value: object) -> bool:
@@ -693,7 +700,7 @@ class ValueResolver:
         for function in (*ctx.nodes(cst.FunctionDef), *ctx.nodes(cst.Lambda)):
             key = id(function)
             params = function.params
-            for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            for param in all_params(params):
                 table.setdefault(key, {}).setdefault(param.name.value, []).append(
                     Binding("param", param=param, function=function)
                 )

@@ -39,8 +39,15 @@ from ema_lint.analysis.objects.averaging import AveragingObject, AveragingObject
 from ema_lint.analysis.objects.run_length import RunLength, RunLengths
 from ema_lint.analysis.objects.updates import Coefficient, InPlaceUpdate, InPlaceUpdates
 from ema_lint.analysis.syntax.context import FileContext
-from ema_lint.analysis.syntax.values import Value, ValueResolver, literal_number
+from ema_lint.analysis.syntax.values import (
+    Value,
+    ValueResolver,
+    is_time_constant,
+    literal_number,
+)
 from ema_lint.analysis.syntax.vocabulary import tokens
+
+from ..syntax.params import all_params
 
 # The virtual API of a hand-written update: its weight is read from the update itself.
 HAND_MADE = ApiSpec("hand-made EMA update", Role.EMA_MODEL)
@@ -388,7 +395,7 @@ class DecaySettings:
         for spec, function in found:
             weight = spec.weight
             assert weight is not None
-            param = next((p for p in _all_params(function) if p.name.value == weight.param), None)
+            param = next((p for p in all_params(function) if p.name.value == weight.param), None)
             if param is None or param.default is None:
                 continue
             used = by_origin.get(id(param.default))
@@ -490,7 +497,7 @@ class DecaySettings:
         words = [weight, function.name.value, getattr(owner, "name", function.name).value]
         # ``teacher``, ``target_net``; not another parameter whose default is above one: a
         # horizon (ultralytics' ramp ``tau=2000``, a half-life), never a polyak rate.
-        words += [p.name.value for p in _all_params(function) if not _horizon_param(p)]
+        words += [p.name.value for p in all_params(function) if not _horizon_param(p)]
         names = " ".join(n.lower() for n in words)
         if any(word in names for word in _TARGET_WORDS):
             return Use.TARGET
@@ -690,14 +697,7 @@ def _momentum_weight(weight: Weight) -> bool:
 
 def _horizon_param(param: cst.Param) -> bool:
     """A parameter whose literal default is above one (a time constant in updates)."""
-    default = param.default
-    number = literal_number(default) if default is not None else None
-    return number is not None and number > 1
-
-
-def _all_params(function: cst.FunctionDef) -> list[cst.Param]:
-    p = function.params
-    return [*p.posonly_params, *p.params, *p.kwonly_params]
+    return param.default is not None and is_time_constant(literal_number(param.default))
 
 
 def _code(node: cst.CSTNode) -> str:

@@ -39,6 +39,8 @@ from ema_lint.analysis.training.loops import TrainingLoops
 from ema_lint.analysis.training.modes import ModeTracker
 from ema_lint.analysis.training.swaps import SwapIn, WeightSwaps
 
+from ..syntax.params import all_params
+
 _RUNNERS = ("trainer", "runner")
 # Methods that run a model for inference: sampling from a generative model, prediction.
 _SAMPLING = {"sample", "generate", "predict", "infer", "decode"}
@@ -256,7 +258,7 @@ class EvaluationSites:
         )
 
     def _is_param(self, fn: cst.FunctionDef, name: str) -> bool:
-        params = (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)
+        params = all_params(fn.params)
         return any(p.name.value == name for p in params)
 
     # Averaged weights swapped into the live model --------------------------------------------

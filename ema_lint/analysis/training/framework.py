@@ -20,7 +20,7 @@ from ema_lint.analysis.objects.apis import Role
 from ema_lint.analysis.objects.averaging import AveragingObject
 from ema_lint.analysis.syntax.context import FileContext
 from ema_lint.analysis.syntax.names import dotted_name
-from ema_lint.analysis.syntax.values import ValueResolver
+from ema_lint.analysis.syntax.values import ValueResolver, is_time_constant
 from ema_lint.analysis.training.loops import TrainingLoops
 
 # Lightning hooks that run on every batch (per micro-batch when accumulating).
@@ -202,11 +202,7 @@ class FrameworkHooks:
         return found
 
     def _above_one(self, expr: cst.BaseExpression) -> bool:
-        for value in self.resolver.possible(expr):
-            number = value.number
-            if number is not None and not isinstance(value.value, bool) and number > 1:
-                return True
-        return False
+        return any(is_time_constant(value.number) for value in self.resolver.possible(expr))
 
     def per_batch_updates(
         self, obj: AveragingObject

@@ -52,10 +52,16 @@ def horizon_in_run(
     return HorizonInRun(run, horizon(end_decay) * span_factor, end_decay, span_factor)
 
 
-def range_fits_run(settings: DecaySettings, setting: DecaySetting, low: float) -> bool:
+def range_fits_run(
+    settings: DecaySettings,
+    setting: DecaySetting,
+    low: float,
+    fraction: float = DEFAULT_FRACTION,
+) -> bool:
     """False when the run is known and so short that a decay of ``low`` would already
-    average over more of it than EMA104 accepts: a fixed range cannot judge such a run
-    (a 50-step example loop is right with decay 0.9, and 0.999 would be EMA104's finding)."""
+    average over more of it than EMA104 accepts (its ``fraction``): a fixed range cannot
+    judge such a run (a 50-step example loop is right with decay 0.9, and 0.999 would be
+    EMA104's finding)."""
     per_update = low ** max(setting.interval, 1)  # ``low`` is per optimizer step
     fit = horizon_in_run(settings, setting, per_update)
-    return fit is None or not fit.exceeds(DEFAULT_FRACTION)
+    return fit is None or not fit.exceeds(fraction)
