@@ -142,6 +142,8 @@ _DATACLASS_BASES = {"BaseModel", "BaseSettings", "NamedTuple", "PretrainedConfig
 _FIELD_FUNCTIONS = {"field", "ib", "attrib", "Field"}
 # Methods that return their receiver (``EMA(model).to(device)`` is still an ``EMA``).
 _SAME_OBJECT = {"to", "cuda", "cpu", "eval", "train", "float", "half", "requires_grad_"}
+# Methods a call of the instance itself runs (``nn.Module.__call__`` runs ``forward``).
+_CALL_METHODS = ("forward", "__call__")
 
 
 def literal_number(node: cst.BaseExpression) -> int | float | None:
@@ -741,7 +743,7 @@ class ValueResolver:
         if isinstance(owner, cst.ClassDef):
             if name == "__init__":
                 return [c for c in calls.get(owner.name.value, []) if isinstance(c.func, cst.Name)]
-            return [
+            found = [
                 c
                 for c in calls.get(name, [])
                 if isinstance(c.func, cst.Attribute)
@@ -749,6 +751,9 @@ class ValueResolver:
                 and c.func.value.value in ("self", "cls")
                 and self.index.enclosing(c, cst.ClassDef) is owner
             ]
+            if name in _CALL_METHODS:
+                found += self._instance_calls(owner)
+            return found
         found = self._name_callers.get(name)
         if found is None:
             found = [c for c in calls.get(name, []) if isinstance(c.func, cst.Name)]
@@ -757,6 +762,62 @@ class ValueResolver:
         if len(rivals) > 1:
             return [c for c in found if self._definition_called(c, rivals, owner) is function]
         return found
+
+    def _instance_calls(self, owner: cst.ClassDef) -> list[cst.Call]:
+        """Calls of an instance of ``owner`` (or of a module class derived from it):
+        ``model(x1, x2, m)`` where ``model = MoCo(...)``, maybe moved (``.cuda()``) or
+        wrapped (``DDP(model)``, ``torch.compile(model)``) since. Such a call runs
+        ``forward`` (through ``nn.Module.__call__``) or ``__call__``, which is how a momentum
+        encoder's update inside ``forward`` gets the value the training loop passes."""
+        classes = {owner.name.value}
+        grew = True
+        while grew:
+            grew = False
+            for cls in self.ctx.nodes(cst.ClassDef):
+                if cls.name.value in classes:
+                    continue
+                bases = {(dotted_name(b.value) or "").rpartition(".")[2] for b in cls.bases}
+                if bases & classes:
+                    classes.add(cls.name.value)
+                    grew = True
+        found: list[cst.Call] = []
+        for call in self.ctx.nodes(cst.Call):
+            func = call.func
+            if (
+                isinstance(func, cst.Name)
+                and func.value not in classes
+                and self._holds_instance(func, classes, 3)
+            ):
+                found.append(call)
+        return found
+
+    def _holds_instance(self, name: cst.Name, classes: set[str], depth: int) -> bool:
+        """Every assignment of ``name`` visible here makes an instance of ``classes``."""
+        bindings = self.bindings_of(name) or []
+        assigned = [b for b in bindings if b.kind == "assign" and b.value is not None]
+        if depth <= 0 or not assigned or len(assigned) != len(bindings):
+            return False
+        # ``model = DDP(model)`` / ``model = model.cuda()`` keeps what ``model`` held.
+        made = [b.value for b in assigned if not _rewraps(b.value, name.value)]
+        return bool(made) and all(self._constructs(v, classes, depth) for v in made)
+
+    def _constructs(self, expr: cst.BaseExpression, classes: set[str], depth: int) -> bool:
+        while (
+            isinstance(expr, cst.Call)
+            and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value in _SAME_OBJECT
+        ):
+            expr = expr.func.value
+        if isinstance(expr, cst.Name):
+            return self._holds_instance(expr, classes, depth - 1)
+        if not isinstance(expr, cst.Call):
+            return False
+        callee = (dotted_name(expr.func) or "").rpartition(".")[2]
+        if callee in classes:
+            return True
+        # A wrapper given the instance first: DDP(model, ...), torch.compile(model).
+        first = expr.args[0].value if expr.args and not expr.args[0].star else None
+        return isinstance(first, cst.Name) and self._holds_instance(first, classes, depth - 1)
 
     def _definition_called(
         self, call: cst.Call, definitions: list[cst.FunctionDef], owner: Scope
@@ -1176,6 +1237,18 @@ STAR = _STAR  # what argument_passed returns when a starred argument may hold it
 def _in_header(function: cst.FunctionDef, node: cst.CSTNode, resolver: ValueResolver) -> bool:
     """Whether ``node`` sits in the function's decorators, defaults or annotations."""
     return not resolver.index.contains(function.body, node)
+
+
+def _rewraps(expr: cst.BaseExpression | None, name: str) -> bool:
+    """``expr`` is ``name`` moved or wrapped: ``name.cuda()``, ``DDP(name, ...)``."""
+    while isinstance(expr, cst.Call):
+        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _SAME_OBJECT:
+            expr = expr.func.value
+        elif expr.args and not expr.args[0].star:
+            expr = expr.args[0].value
+        else:
+            return False
+    return isinstance(expr, cst.Name) and expr.value == name
 
 
 def _positional_names(function: cst.FunctionDef) -> tuple[str, ...]:
