@@ -360,11 +360,11 @@ class UpdateIgnoresAccumulation(Rule):
                 continue
             if self._loops.step_calls:
                 for update in obj.updates:
-                    finding = self._loops.runs_per_micro_batch(update)
-                    if finding is None or id(finding.at) in seen:
-                        continue
-                    seen.add(id(finding.at))
-                    self._report_loop(obj, finding, keep | {id(finding.at)})
+                    for finding in self._loops.micro_batch_findings(update):
+                        if id(finding.at) in seen:
+                            continue
+                        seen.add(id(finding.at))
+                        self._report_loop(obj, finding, keep | {id(finding.at)})
             self._framework(obj, seen)
 
     # Training loops ------------------------------------------------------------------------

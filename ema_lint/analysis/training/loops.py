@@ -994,6 +994,12 @@ class TrainingLoops:
         that backpropagates without stepping, or under ``accelerator.accumulate()``
         outside ``if accelerator.sync_gradients:``.
         """
+        return next(self.micro_batch_findings(node), None)
+
+    def micro_batch_findings(self, node: cst.CSTNode) -> Iterator[MicroBatchFinding]:
+        """One finding per training loop (or call chain) that runs ``node`` per micro-batch,
+        as ``runs_per_micro_batch`` judges each: a helper called from two accumulation
+        loops is wrong at each call site, and each is fixed where it is."""
         anchors = self.anchors(node)
         if not anchors and self.backward_calls and self.function_of(node) is not None:
             # No loop in the module: a step function a framework calls once per batch (a
@@ -1001,30 +1007,35 @@ class TrainingLoops:
             chain = self.call_chain(node)
             anchors = [Anchor(None, chain[-1], tuple(reversed(chain[1:])))]  # type: ignore[arg-type]
         for anchor in anchors:
-            loop = anchor.loop
-            levels: list[cst.CSTNode] = [node, *reversed(anchor.chain)]
-            for here in levels:
-                at_loop = loop is not None and here is anchor.node
-                scope: cst.CSTNode | None = loop if at_loop else self.function_of(here)
-                if self.guard_of(here, scope) is not None:
-                    break  # runs once per optimizer step
-                if at_loop:
-                    inner = self.micro_batch_loops(here, loop)
-                    if inner:
-                        return MicroBatchFinding(anchor, "loop", inner[0], None, here, loop)
-                context = self.accumulate_context(here, scope)
-                if context is not None:
-                    return MicroBatchFinding(anchor, "accumulate", context, None, here, scope)
-                steps = self.level_steps(here, scope)
-                if not steps:
-                    if here is not node and isinstance(here, cst.Call) and self.steps(here):
-                        break  # reached through the step's own helper, judged inside it
-                    continue
-                gates = [self.step_gate(step, scope) for step in steps]
-                if any(gate is None for gate in gates):
-                    break  # a step on every pass: the node runs once per step
-                kind, where = gates[0]  # type: ignore[misc]
-                return MicroBatchFinding(anchor, kind, where, steps[0], here, scope)
+            finding = self._micro_batch_finding(node, anchor)
+            if finding is not None:
+                yield finding
+
+    def _micro_batch_finding(self, node: cst.CSTNode, anchor: Anchor) -> MicroBatchFinding | None:
+        loop = anchor.loop
+        levels: list[cst.CSTNode] = [node, *reversed(anchor.chain)]
+        for here in levels:
+            at_loop = loop is not None and here is anchor.node
+            scope: cst.CSTNode | None = loop if at_loop else self.function_of(here)
+            if self.guard_of(here, scope) is not None:
+                return None  # runs once per optimizer step
+            if at_loop:
+                inner = self.micro_batch_loops(here, loop)
+                if inner:
+                    return MicroBatchFinding(anchor, "loop", inner[0], None, here, loop)
+            context = self.accumulate_context(here, scope)
+            if context is not None:
+                return MicroBatchFinding(anchor, "accumulate", context, None, here, scope)
+            steps = self.level_steps(here, scope)
+            if not steps:
+                if here is not node and isinstance(here, cst.Call) and self.steps(here):
+                    return None  # reached through the step's own helper, judged inside it
+                continue
+            gates = [self.step_gate(step, scope) for step in steps]
+            if any(gate is None for gate in gates):
+                return None  # a step on every pass: the node runs once per step
+            kind, where = gates[0]  # type: ignore[misc]
+            return MicroBatchFinding(anchor, kind, where, steps[0], here, scope)
         return None
 
     # Validation -----------------------------------------------------------------------------
