@@ -88,6 +88,131 @@ class SwaMissingUpdateBn(Rule):
     torch.save(swa_model.state_dict(), "swa.pt")
     ```
 
+    ## Shapes
+    Each shape real training code uses, reported and silent: the loop, the model and the
+    evaluation split across methods and helpers.
+
+    ### The average in a trainer class, evaluated in another method
+    ```python
+    import torch
+    from torch.optim.swa_utils import AveragedModel, SWALR
+
+
+    class Trainer:
+        def __init__(self, model, optimizer, train_loader, val_loader):
+            self.model = model
+            self.optimizer = optimizer
+            self.train_loader = train_loader
+            self.val_loader = val_loader
+            self.swa_model = AveragedModel(model)
+            self.swa_scheduler = SWALR(optimizer, swa_lr=0.05)
+
+        def fit(self, epochs, swa_start):
+            for epoch in range(epochs):
+                for x, y in self.train_loader:
+                    self.optimizer.zero_grad()
+                    torch.nn.functional.cross_entropy(self.model(x), y).backward()
+                    self.optimizer.step()
+                if epoch >= swa_start:
+                    self.swa_model.update_parameters(self.model)
+                    self.swa_scheduler.step()
+            return self.validate()
+
+        def validate(self):
+            self.swa_model.eval()
+            with torch.no_grad():
+                return [self.swa_model(x) for x, _ in self.val_loader]
+    ```
+    ```python
+    import torch
+    from torch.optim.swa_utils import AveragedModel, SWALR
+
+
+    class Trainer:
+        def __init__(self, model, optimizer, train_loader, val_loader):
+            self.model = model
+            self.optimizer = optimizer
+            self.train_loader = train_loader
+            self.val_loader = val_loader
+            self.swa_model = AveragedModel(model)
+            self.swa_scheduler = SWALR(optimizer, swa_lr=0.05)
+
+        def fit(self, epochs, swa_start):
+            for epoch in range(epochs):
+                for x, y in self.train_loader:
+                    self.optimizer.zero_grad()
+                    torch.nn.functional.cross_entropy(self.model(x), y).backward()
+                    self.optimizer.step()
+                if epoch >= swa_start:
+                    self.swa_model.update_parameters(self.model)
+                    self.swa_scheduler.step()
+            torch.optim.swa_utils.update_bn(self.train_loader, self.swa_model)
+            return self.validate()
+
+        def validate(self):
+            self.swa_model.eval()
+            with torch.no_grad():
+                return [self.swa_model(x) for x, _ in self.val_loader]
+    ```
+
+    ### A per-epoch helper trains; the module recalibrates with its own function
+    ```python
+    import torch
+    from torch.optim.swa_utils import AveragedModel, SWALR
+
+
+    def train_one_epoch(model, loader, optimizer):
+        for x, y in loader:
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+
+
+    def main(model, optimizer, loader):
+        swa_model = AveragedModel(model)
+        swa_scheduler = SWALR(optimizer, swa_lr=0.05)
+        for epoch in range(100):
+            train_one_epoch(model, loader, optimizer)
+            if epoch >= 75:
+                swa_model.update_parameters(model)
+                swa_scheduler.step()
+        torch.save(swa_model.state_dict(), "swa.pt")
+    ```
+    ```python
+    import torch
+    from torch.optim.swa_utils import AveragedModel, SWALR
+
+
+    def train_one_epoch(model, loader, optimizer):
+        for x, y in loader:
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+
+
+    def recalibrate_bn(loader, model):
+        for module in model.modules():
+            if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+                module.reset_running_stats()
+                module.momentum = None
+        model.train()
+        with torch.no_grad():
+            for x, _ in loader:
+                model(x)
+
+
+    def main(model, optimizer, loader):
+        swa_model = AveragedModel(model)
+        swa_scheduler = SWALR(optimizer, swa_lr=0.05)
+        for epoch in range(100):
+            train_one_epoch(model, loader, optimizer)
+            if epoch >= 75:
+                swa_model.update_parameters(model)
+                swa_scheduler.step()
+        recalibrate_bn(loader, swa_model)
+        torch.save(swa_model.state_dict(), "swa.pt")
+    ```
+
     ## Fix
     Inserts ``update_bn(<loader>, <swa_model>)`` right after the outermost loop of the
     run that updates the average (the epoch loop, in the function that runs it), with

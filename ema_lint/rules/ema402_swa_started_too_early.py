@@ -76,6 +76,120 @@ class SwaStartedTooEarly(Rule):
             swa_model.update_parameters(model)
     ```
 
+    ## Shapes
+    Each shape real training code uses, reported and silent: the start written where the
+    loop cannot see it at once.
+
+    ### An early `continue` before the average, the start from argparse
+    ```python
+    import argparse
+
+    from torch.optim.swa_utils import SWALR, AveragedModel, update_bn
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=200)
+    parser.add_argument("--swa-start", type=int, default=10)
+
+
+    def main(model, optimizer, loader, scheduler):
+        args = parser.parse_args()
+        swa_model = AveragedModel(model)
+        swa_scheduler = SWALR(optimizer, swa_lr=0.05)
+        for epoch in range(args.epochs):
+            train_one_epoch(model, loader, optimizer)
+            if epoch < args.swa_start:
+                scheduler.step()
+                continue
+            swa_model.update_parameters(model)
+            swa_scheduler.step()
+        update_bn(loader, swa_model)
+        return swa_model
+    ```
+    ```python
+    import argparse
+
+    from torch.optim.swa_utils import SWALR, AveragedModel, update_bn
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=200)
+    parser.add_argument("--swa-start", type=int, default=160)
+
+
+    def main(model, optimizer, loader, scheduler):
+        args = parser.parse_args()
+        swa_model = AveragedModel(model)
+        swa_scheduler = SWALR(optimizer, swa_lr=0.05)
+        for epoch in range(args.epochs):
+            train_one_epoch(model, loader, optimizer)
+            if epoch < args.swa_start:
+                scheduler.step()
+                continue
+            swa_model.update_parameters(model)
+            swa_scheduler.step()
+        update_bn(loader, swa_model)
+        return swa_model
+    ```
+
+    ### The start and the run length passed to the loop's function
+    ```python
+    from torch.optim.swa_utils import SWALR, AveragedModel, update_bn
+
+
+    def fit(model, optimizer, loader, epochs, swa_start):
+        swa_model = AveragedModel(model)
+        swa_scheduler = SWALR(optimizer, swa_lr=0.05)
+        for epoch in range(epochs):
+            train_one_epoch(model, loader, optimizer)
+            if epoch >= swa_start:
+                swa_model.update_parameters(model)
+                swa_scheduler.step()
+        update_bn(loader, swa_model)
+        return swa_model
+
+
+    def main(model, optimizer, loader):
+        return fit(model, optimizer, loader, epochs=90, swa_start=5)
+    ```
+    ```python
+    from torch.optim.swa_utils import SWALR, AveragedModel, update_bn
+
+
+    def fit(model, optimizer, loader, epochs, swa_start):
+        swa_model = AveragedModel(model)
+        swa_scheduler = SWALR(optimizer, swa_lr=0.05)
+        for epoch in range(epochs):
+            train_one_epoch(model, loader, optimizer)
+            if epoch >= swa_start:
+                swa_model.update_parameters(model)
+                swa_scheduler.step()
+        update_bn(loader, swa_model)
+        return swa_model
+
+
+    def main(model, optimizer, loader):
+        return fit(model, optimizer, loader, epochs=90, swa_start=70)
+    ```
+
+    ### Lightning's callback, the start as an epoch
+    ```python
+    import lightning as L
+    from lightning.pytorch.callbacks import StochasticWeightAveraging
+
+    trainer = L.Trainer(
+        max_epochs=100,
+        callbacks=[StochasticWeightAveraging(swa_lrs=1e-2, swa_epoch_start=5)],
+    )
+    ```
+    ```python
+    import lightning as L
+    from lightning.pytorch.callbacks import StochasticWeightAveraging
+
+    trainer = L.Trainer(
+        max_epochs=100,
+        callbacks=[StochasticWeightAveraging(swa_lrs=1e-2, swa_epoch_start=75)],
+    )
+    ```
+
     ## Fix
     Unsafe (it changes the training recipe): the start setting is set to 75% of the run,
     in its own units, where it is written as a literal (at the comparison, the constant,

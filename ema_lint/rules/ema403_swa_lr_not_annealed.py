@@ -72,6 +72,67 @@ class SwaLrNotAnnealed(Rule):
             scheduler.step()
     ```
 
+    ## Shapes
+    Each shape real training code uses, reported and silent; the branch shape (both
+    schedulers stepped while averaging, the regular one in ``else``) is the example above.
+
+    ### The schedule stepped per batch in a helper
+    ```python
+    import torch
+    from torch.optim.swa_utils import AveragedModel, update_bn
+
+
+    def train_one_epoch(model, loader, optimizer, scheduler):
+        for x, y in loader:
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+            scheduler.step()
+
+
+    def main(model, optimizer, loader):
+        swa_model = AveragedModel(model)
+        scheduler = torch.optim.lr_scheduler.OneCycleLR(
+            optimizer, max_lr=0.1, total_steps=100 * len(loader)
+        )
+        for epoch in range(100):
+            train_one_epoch(model, loader, optimizer, scheduler)
+            if epoch >= 75:
+                swa_model.update_parameters(model)
+        update_bn(loader, swa_model)
+        return swa_model
+    ```
+    ```python
+    import torch
+    from torch.optim.swa_utils import SWALR, AveragedModel, update_bn
+
+
+    def train_one_epoch(model, loader, optimizer, scheduler=None):
+        for x, y in loader:
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+            if scheduler is not None:
+                scheduler.step()
+
+
+    def main(model, optimizer, loader):
+        swa_model = AveragedModel(model)
+        scheduler = torch.optim.lr_scheduler.OneCycleLR(
+            optimizer, max_lr=0.1, total_steps=75 * len(loader)
+        )
+        swa_scheduler = SWALR(optimizer, swa_lr=0.05)
+        for epoch in range(100):
+            if epoch >= 75:
+                train_one_epoch(model, loader, optimizer)
+                swa_model.update_parameters(model)
+                swa_scheduler.step()
+            else:
+                train_one_epoch(model, loader, optimizer, scheduler)
+        update_bn(loader, swa_model)
+        return swa_model
+    ```
+
     ## Fix
     None: which schedule to use while averaging (SWALR's learning rate, a cyclic
     schedule) is a training decision.
