@@ -94,8 +94,12 @@ class DecayOutOfRange(Rule):
       Keras's ``ema_momentum=0.99``) are never judged against the built-in range: they are
       documented as correct for the runs the library targets. Setting ``min``/``max`` in
       the configuration says what suits your runs, and then every value is judged;
-    - a decay computed from a half-life (``0.5 ** (batch / halflife)``, ``exp(-1/tau)``)
-      states its horizon explicitly and is only judged against the lower bound.
+    - a decay computed from a half-life in updates (``0.5 ** (1 / halflife)``,
+      ``exp(-1/tau)``) states its horizon explicitly and is only judged against the lower
+      bound; one computed from a half-life in samples (``0.5 ** (batch / halflife_nimg)``,
+      StyleGAN's 10k images, about 0.9978 per step at batch 32, or EDM's 500 kimg) is the
+      batch-aware form of a horizon chosen for the recipe, and is not judged by the fixed
+      range at all: EMA104 compares it with the run where the run's length is known.
 
     The lower bound applies to any run that can hold it: an evaluation EMA over a few
     hundred steps is barely smoother than the live weights. Only a run whose length is read
@@ -222,8 +226,11 @@ class DecayOutOfRange(Rule):
             return
         if step < low and not teacher and not self._range_fits(settings, setting, low):
             return  # the run is too short for the range: EMA104 judges the horizon instead
+        form = setting.value.form if setting.value is not None else ""
+        if form == "half-life-samples":
+            return  # a horizon chosen in samples (StyleGAN's 10k images): EMA104 judges it
         if step > high:
-            if setting.value is not None and setting.value.form == "half-life":
+            if form == "half-life":
                 return
             if settings.run_length(setting) is not None:
                 return

@@ -235,7 +235,9 @@ def test_symbols_math_and_half_life_form() -> None:
     value = value_of("import math\n__probe__ = math.exp(-1 / 100)\n")
     assert value.value == pytest.approx(math.exp(-0.01)) and value.form == "half-life"
     value = value_of("B = 32\nH = 500_000\n__probe__ = 0.5 ** (B / H)\n")
-    assert value.form == "half-life" and value.via == "B"
+    assert value.form == "half-life-samples" and value.via == "B"  # the batch over it
+    value = value_of("H = 20\n__probe__ = 0.5 ** (1 / H)\n")
+    assert value.form == "half-life"  # a half-life counted in updates
     assert value_of("__probe__ = min(0.9, 0.99)\n").value == 0.9
 
 

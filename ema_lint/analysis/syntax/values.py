@@ -70,7 +70,9 @@ class Value:
     # than the expression that was resolved.
     shared: bool = False
     # "half-life" when the number is computed from a half-life or time constant
-    # (``0.5 ** (batch / halflife)``, ``math.exp(-1 / tau)``): a deliberately chosen horizon.
+    # (``0.5 ** (1 / halflife)``, ``math.exp(-1 / tau)``): a deliberately chosen horizon;
+    # "half-life-samples" when that half-life is counted in samples (``0.5 ** (batch /
+    # halflife_nimg)``): the batch-aware form the StyleGAN and EDM recipes use.
     form: str = ""
 
     @property
@@ -495,8 +497,20 @@ class ValueResolver:
             return None
         form = left.form or right.form
         if isinstance(node.operator, cst.Power) and left.value in (0.5, 2):
-            form = "half-life"
+            form = "half-life-samples" if self._per_samples(node.right, depth) else "half-life"
         return Value(result, None, left.via or right.via, left.shared or right.shared, form)
+
+    def _per_samples(self, exponent: cst.BaseExpression, depth: int) -> bool:
+        """``batch / halflife_nimg``: a half-life counted in samples, with the batch size
+        (a number above one) over it, as StyleGAN and EDM write their EMAs."""
+        if not (
+            isinstance(exponent, cst.BinaryOperation) and isinstance(exponent.operator, cst.Divide)
+        ):
+            return False
+        if isinstance(exponent.left, cst.UnaryOperation):
+            return False
+        numerator = self._resolve(exponent.left, depth + 1)
+        return numerator is not None and is_time_constant(numerator.value)
 
     def _resolve_call(self, node: cst.Call, depth: int) -> Value | None:
         func = node.func

@@ -522,6 +522,8 @@ class DecaySettings:
                 setting = self._hand_setting(update, obj)
                 if setting is not None:
                     found.append(setting)
+                else:
+                    found.extend(self._per_call_settings(update, obj))
         found.sort(key=lambda s: self.ctx.index.order[id(s.bound.call)])
         return found
 
@@ -589,6 +591,75 @@ class DecaySettings:
         if same and self._is_parameter_default(value.origin, update.node):
             setting.site = value.origin  # reported where it is written, as for an API's
         return setting
+
+    def _per_call_settings(self, update: InPlaceUpdate, obj: AveragingObject) -> list[DecaySetting]:
+        """One setting per call of the function holding ``update`` when its decay is that
+        function's parameter and the calls pass different values (a pre-training and a
+        fine-tuning loop sharing ``ema_update(ema, model, decay)``): each value is judged,
+        and fixed, at the call that passes it. A value that makes the update a copy (a
+        decay of 0: the initial sync) is not a setting."""
+        old, new = update.old_weight, update.new_weight
+        if old is None or new is None:
+            return []
+        old_leaf, old_side = _carrier(old, Side.OLD)
+        new_leaf, new_side = _carrier(new, Side.NEW)
+        # Both coefficients spell one parameter (``d`` and ``1 - d``): they sum to one for
+        # every value a call passes.
+        if not (
+            isinstance(old_leaf, cst.Name)
+            and isinstance(new_leaf, cst.Name)
+            and old_leaf.value == new_leaf.value
+            and old_side is new_side
+        ):
+            return []
+        bindings = self.resolver.bindings_of(old_leaf) or []
+        if len(bindings) != 1 or bindings[0].kind != "param":
+            return []
+        function, param = bindings[0].function, bindings[0].param
+        if not isinstance(function, cst.FunctionDef) or param is None:
+            return []
+        interval = self._hand_interval(update)
+        if interval is None:
+            return []
+        use = self._hand_use(obj, old_leaf.value)
+        weight = _HAND_DECAY if old_side is Side.OLD else _HAND_WEIGHT
+        objects = self.ctx.get(AveragingObjects)
+        found: list[DecaySetting] = []
+        for call, arg in self.resolver.arguments_for(function, param):
+            if not isinstance(arg, cst.BaseExpression):
+                continue  # left at the default (judged where it is written) or unknown
+            if not any(objects.for_expression(a.value) is not None for a in call.args):
+                continue  # the same arithmetic into a model no caller averages (a merge)
+            value = self.resolver.resolve(arg)
+            given = value.number if value is not None else None
+            if value is None or given is None:
+                continue
+            decay = given if old_side is Side.OLD else 1.0 - given
+            if decay == 0.0:
+                continue  # a copy of the weights, not an average
+            bound = BoundCall(HAND_MADE, update.node, HAND_MADE.qualname, virtual=True)
+            found.append(
+                DecaySetting(
+                    bound,
+                    HAND_MADE,
+                    weight,
+                    arg,
+                    value,
+                    given,
+                    decay,
+                    None,
+                    False,
+                    interval,
+                    None,
+                    interval > 1,
+                    obj,
+                    use,
+                    1,
+                    self.resolver,
+                    update=update,
+                )
+            )
+        return found
 
     def _coefficient(self, coefficient: Coefficient) -> float | None:
         number = self.resolver.number(coefficient.expr)
