@@ -634,6 +634,8 @@ class DecaySettings:
             given = value.number if value is not None else None
             if value is None or given is None:
                 continue
+            if given == 0.0:
+                continue  # the author's initial sync (``ema_update(ema, model, 0)``)
             decay = given if old_side is Side.OLD else 1.0 - given
             if decay == 0.0:
                 continue  # a copy of the weights, not an average
