@@ -564,25 +564,16 @@ class DecaySettings:
         interval = self._hand_interval(update)
         if interval is None:
             return None  # updated under guards that differ between its callers: unsure
-        bound = BoundCall(HAND_MADE, update.node, HAND_MADE.qualname, virtual=True)
-        setting = DecaySetting(
-            bound,
-            HAND_MADE,
-            _HAND_DECAY if side is Side.OLD else _HAND_WEIGHT,
+        setting = self._hand_made(
+            update,
+            obj,
+            side,
             leaf,
             value,
             given,
             decay,
-            None,
-            False,
             interval,
-            None,
-            interval > 1,
-            obj,
             use,
-            1,
-            self.resolver,
-            update=update,
             editable=same,
             partner=None
             if same
@@ -622,7 +613,6 @@ class DecaySettings:
         if interval is None:
             return []
         use = self._hand_use(obj, old_leaf.value)
-        weight = _HAND_DECAY if old_side is Side.OLD else _HAND_WEIGHT
         objects = self.ctx.get(AveragingObjects)
         found: list[DecaySetting] = []
         for call, arg in self.resolver.arguments_for(function, param):
@@ -639,29 +629,48 @@ class DecaySettings:
             decay = given if old_side is Side.OLD else 1.0 - given
             if decay == 0.0:
                 continue  # a copy of the weights, not an average
-            bound = BoundCall(HAND_MADE, update.node, HAND_MADE.qualname, virtual=True)
             found.append(
-                DecaySetting(
-                    bound,
-                    HAND_MADE,
-                    weight,
-                    arg,
-                    value,
-                    given,
-                    decay,
-                    None,
-                    False,
-                    interval,
-                    None,
-                    interval > 1,
-                    obj,
-                    use,
-                    1,
-                    self.resolver,
-                    update=update,
-                )
+                self._hand_made(update, obj, old_side, arg, value, given, decay, interval, use)
             )
         return found
+
+    def _hand_made(
+        self,
+        update: InPlaceUpdate,
+        obj: AveragingObject,
+        side: Side,
+        leaf: cst.BaseExpression,
+        value: Value,
+        given: float,
+        decay: float,
+        interval: int,
+        use: Use,
+        editable: bool = True,
+        partner: tuple[cst.BaseExpression, Side] | None = None,
+    ) -> DecaySetting:
+        """The setting of a hand-written update whose value ``leaf`` weighs ``side``."""
+        bound = BoundCall(HAND_MADE, update.node, HAND_MADE.qualname, virtual=True)
+        return DecaySetting(
+            bound,
+            HAND_MADE,
+            _HAND_DECAY if side is Side.OLD else _HAND_WEIGHT,
+            leaf,
+            value,
+            given,
+            decay,
+            None,
+            False,
+            interval,
+            None,
+            interval > 1,
+            obj,
+            use,
+            1,
+            self.resolver,
+            update=update,
+            editable=editable,
+            partner=partner,
+        )
 
     def _coefficient(self, coefficient: Coefficient) -> float | None:
         number = self.resolver.number(coefficient.expr)
