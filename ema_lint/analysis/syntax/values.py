@@ -354,6 +354,23 @@ class ValueResolver:
             self._arguments[key] = found
         return found
 
+    def member(self, base: cst.BaseExpression, attr: str) -> Value | None:
+        """The value of ``<base>.<attr>`` where this module hands ``base`` to code that reads
+        the attribute elsewhere (``train_one_epoch(..., args=args)`` reading
+        ``args.ema_rate`` in another file): a field of a dataclass instance made here, or
+        the default of this module's argparse option of that name."""
+        try:
+            obj = self._object(base, 1)
+            if isinstance(obj, _Instance):
+                value = self._field_value(obj, attr, 1)
+            elif obj is not None:
+                return None
+            else:
+                value = self._argparse_value(base, attr, 1)
+        except RecursionError:
+            return None
+        return value if value is None or _bounded(value.value) else None
+
     def argument_for(
         self, function: cst.FunctionDef, param: cst.Param, call: cst.Call
     ) -> cst.BaseExpression | None:
@@ -883,7 +900,7 @@ class ValueResolver:
             return self._field_value(obj, attr, depth)
         if obj is not None:
             return None
-        return self._argparse_value(node, depth)
+        return self._argparse_value(base, attr, depth)
 
     def _import_rooted(self, node: cst.BaseExpression) -> bool:
         while isinstance(node, cst.Attribute):
@@ -1182,15 +1199,13 @@ class ValueResolver:
                     self._set_defaults[arg.keyword.value] = arg.value
         self._argparse = options
 
-    def _argparse_value(self, node: cst.Attribute, depth: int) -> Value | None:
+    def _argparse_value(self, base: cst.BaseExpression, dest: str, depth: int) -> Value | None:
         """``args.ema_decay``: the default of the module's ``--ema-decay`` option."""
         self._ensure_argparse()
         assert self._argparse is not None
-        dest = node.attr.value
         options = self._argparse.get(dest)
         if not options:
             return None
-        base = node.value
         if not (
             isinstance(base, cst.Name)
             or (isinstance(base, cst.Attribute) and isinstance(base.value, cst.Name))

@@ -1,0 +1,99 @@
+"""Averaging weights that cross modules.
+
+Real training code configures an average in one file and sets its value in another: an
+engine's ``update_ema(ema_params, model_params, rate=args.ema_rate)`` inside
+``train_one_epoch(..., args)``, which the main script calls with the namespace its argparse
+options fill; a ``create_ema(model, decay)`` helper called with ``args.model_ema_decay``.
+The module that uses the weight cannot tell its value, and the module that writes the value
+does not see it used. So:
+
+- the using module leaves a ``ForwardedWeight`` for each weight that is a parameter (or an
+  attribute of a parameter) of one of its top-level functions that no call of its own passes:
+  the project model records it in the module's summary;
+- the calling module matches its calls of such functions (``ForwardedCall``) and resolves
+  what it passes there, so the value is judged, and fixed, where it is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from ema_lint.analysis.objects.apis import ApiSpec, Weight
+from ema_lint.analysis.objects.averaging import Use
+from ema_lint.analysis.syntax.index import ModuleIndex
+from ema_lint.analysis.syntax.values import STAR, Value, ValueResolver, argument_passed
+
+
+@dataclass(frozen=True, eq=False)
+class ForwardedWeight:
+    """A weight of this module whose value only the callers of ``function`` in other
+    modules can give: the argument for ``param``, or its ``attribute``."""
+
+    function: cst.FunctionDef
+    param: str
+    attribute: str | None
+    spec: ApiSpec
+    weight: Weight
+    use: Use
+    interval: int
+
+
+@dataclass(frozen=True)
+class ForwardedCall:
+    """What a call of another module's function is known to do with one of its arguments,
+    as the project model tells it: ``params`` are the function's positional parameters, in
+    order; ``where`` names the use for messages (``update_ema() in engine.py:82``)."""
+
+    params: tuple[str, ...]
+    param: str
+    attribute: str | None
+    spec: ApiSpec
+    weight: Weight
+    use: Use
+    interval: int
+    where: str
+
+
+def forwarding_parameter(
+    resolver: ValueResolver, index: ModuleIndex, expr: cst.BaseExpression | None
+) -> tuple[cst.FunctionDef, str, str | None] | None:
+    """``(function, param, attribute)`` when ``expr`` is a parameter of a top-level function
+    (``decay``) or an attribute of one (``args.ema_rate``) that no call of this module
+    passes: its value comes from callers elsewhere, if anywhere."""
+    attribute = None
+    base = expr
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
+        attribute, base = expr.attr.value, expr.value
+    if not isinstance(base, cst.Name):
+        return None
+    bindings = resolver.bindings_of(base) or []
+    if len(bindings) != 1 or bindings[0].kind != "param":
+        return None
+    function, param = bindings[0].function, bindings[0].param
+    if not isinstance(function, cst.FunctionDef) or param is None:
+        return None
+    if index.enclosing(function, cst.ClassDef, cst.FunctionDef) is not None:
+        return None  # a method or a closure: its callers are not plain imports of it
+    if attribute is None and param.default is not None:
+        return None  # the default is this module's value, judged where it is written
+    if resolver.callers(function):
+        return None  # this module's own calls say what it gets
+    return function, base.value, attribute
+
+
+def passed_value(resolver: ValueResolver, call: cst.Call, forwarded: ForwardedCall) -> Value | None:
+    """The value ``call`` hands to ``forwarded``'s weight: the argument itself, or its
+    attribute (a field of a dataclass made here, the default of an argparse option here)."""
+    arg = argument_passed(call, forwarded.params, forwarded.param)
+    if arg is STAR or not isinstance(arg, cst.BaseExpression):
+        return None
+    if forwarded.attribute is None:
+        return resolver.resolve(arg)
+    return resolver.member(arg, forwarded.attribute)
+
+
+def passed_argument(call: cst.Call, forwarded: ForwardedCall) -> cst.BaseExpression | None:
+    arg = argument_passed(call, forwarded.params, forwarded.param)
+    return arg if isinstance(arg, cst.BaseExpression) else None
