@@ -38,6 +38,12 @@ class DecayOutOfRange(Rule):
       suppression comment goes; the call that uses it is given as a related location
       (``related`` in JSON, ``relatedLocations`` in SARIF, related information in the
       editor). The same holds for EMA102, EMA103 and EMA104;
+    - **across modules**: a value the main script writes (an argparse default, a
+      dataclass field, a constant) and hands to a function of another module that feeds
+      it to an average (``update_ema(..., rate=args.ema_rate)`` inside an imported
+      ``train_one_epoch(..., args)``, ``ModelEmaV2(model, decay=cfg.ema_decay)`` inside
+      ``create_ema(model, cfg)``) is judged with that average's semantics and use, and
+      reported at the literal, with the call and the use in the other file as related;
     - **per optimizer step**: an object that averages only every k-th step
       (``update_every``, ``interval``, ``every_n_steps``, ``update_every_n_steps``, or an
       ``if step % k == 0:`` around its update) has a per-step decay of ``D ** (1/k)``;

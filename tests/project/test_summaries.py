@@ -261,3 +261,61 @@ def test_a_holder_class_and_the_function_that_builds_it() -> None:
     [factory] = summary.factories
     assert (factory.name, factory.params, factory.cls) == ("init_state", ["config"], "State")
     assert ModuleSummary.from_json(json.loads(json.dumps(summary.to_json()))) == summary
+
+
+FORWARDING = """
+import copy
+
+from timm.utils import ModelEmaV2
+
+
+def update_ema(target_params, source_params, rate=0.99):
+    for targ, src in zip(target_params, source_params):
+        targ.detach().mul_(rate).add_(src, alpha=1 - rate)
+
+
+def train_one_epoch(model, ema_params, model_params, loader, optimizer, args):
+    for batch in loader:
+        optimizer.step()
+        update_ema(ema_params, model_params, rate=args.ema_rate)
+
+
+def create_ema(model, decay):
+    return ModelEmaV2(model, decay=decay)
+
+
+def train(model, loader, opts):
+    ema_model = copy.deepcopy(model)
+    for batch in loader:
+        for p_ema, p in zip(ema_model.parameters(), model.parameters()):
+            p_ema.mul_(opts.decay).add_(p, alpha=1 - opts.decay)
+
+
+def local(model, ema_params, model_params, loader, optimizer, args):
+    update_ema(ema_params, model_params, rate=args.local_rate)
+
+
+def run(args):
+    local(None, [], [], [], None, args)
+"""
+
+
+def test_weights_set_by_callers_elsewhere_are_recorded_where_they_are_used() -> None:
+    """A weight read from a parameter (or its attribute) of a top-level function that no
+    call of the module passes is left for the callers in other modules; a function the
+    module calls itself (``local``, called by ``run``) gets its value here."""
+    summary = _summary(FORWARDING)
+    found = [
+        (f.name, f.param, f.attribute, f.api, f.side, f.used_by, f.line) for f in summary.forwarded
+    ]
+    assert len(found) == len(set(found))
+    assert set(found) == {
+        ("train_one_epoch", "args", "ema_rate", "", "decay", "update_ema()", 15),
+        ("create_ema", "decay", None, "timm.utils.ModelEmaV2", "decay", "ModelEmaV2()", 19),
+        ("train", "opts", "decay", "", "decay", "the hand-written EMA update", 26),
+    }
+    [engine] = [f for f in summary.forwarded if f.name == "train_one_epoch"]
+    assert engine.params == ["model", "ema_params", "model_params", "loader", "optimizer", "args"]
+    assert summary.forwarding("train_one_epoch") is not None
+    assert summary.forwarding("local") is None
+    assert ModuleSummary.from_json(json.loads(json.dumps(summary.to_json()))) == summary

@@ -9,7 +9,9 @@ layers below ask it three kinds of question, and never open a file themselves:
   as API specs (so every value, device, dtype and buffer rule judges them like the table);
 - ``parameter(function, param)``: whether another module of the project passes an
   averaging object for this parameter; ``steps(call)`` / ``backpropagates(call)``: whether
-  a call runs a project step helper.
+  a call runs a project step helper;
+- ``forwarded(call)``: the averaging weights the function a call runs takes from its
+  arguments (``args.ema_rate`` read by an update in the engine's ``train_one_epoch``).
 
 Cost is bounded: only modules this module imports (and, for callers, the project's files
 whose bytes name one of its functions and its module) are summarised, each at most once per
@@ -44,10 +46,13 @@ from ema_lint.analysis.objects.apis import (
     Side,
     Weight,
 )
+from ema_lint.analysis.objects.averaging import Use
 from ema_lint.analysis.syntax.context import FileContext
 from ema_lint.analysis.syntax.names import ImportTable, dotted_name
 from ema_lint.analysis.syntax.values import ValueResolver
 from ema_lint.analysis.syntax.vocabulary import AVERAGE_COMPOUNDS, averaged_identifier
+from ema_lint.analysis.training.decays import HAND_MADE, hand_weight
+from ema_lint.analysis.training.forwarded import ForwardedCall
 
 from . import resolution
 from .admission import EVIDENCE, PROSE, definition, imports, reexports
@@ -56,6 +61,8 @@ from .summaries import (
     ClassSummary,
     EvaluatorSummary,
     FactorySummary,
+    ForwardedSummary,
+    ForwardingGroup,
     ModuleSummary,
     RecalibratorSummary,
     StepperSummary,
@@ -201,9 +208,11 @@ AVERAGING = "averaging"  # ClassSummary, UpdaterSummary, FactorySummary
 STEP = "step"  # StepperSummary
 EVALUATION = "evaluation"  # EvaluatorSummary
 RECALIBRATION = "recalibration"  # RecalibratorSummary
+FORWARDING = "forwarding"  # ForwardingGroup (asked for on its own: never in ALL_KINDS)
 ALL_KINDS = frozenset({AVERAGING, STEP, EVALUATION, RECALIBRATION})
 _AVERAGING, _STEP = frozenset({AVERAGING}), frozenset({STEP})
 _EVALUATION, _RECALIBRATION = frozenset({EVALUATION}), frozenset({RECALIBRATION})
+_FORWARDING = frozenset({FORWARDING})
 _KIND_OF: dict[type, str] = {
     ClassSummary: AVERAGING,
     UpdaterSummary: AVERAGING,
@@ -211,6 +220,7 @@ _KIND_OF: dict[type, str] = {
     StepperSummary: STEP,
     EvaluatorSummary: EVALUATION,
     RecalibratorSummary: RECALIBRATION,
+    ForwardingGroup: FORWARDING,
 }
 _IDENTIFIER = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 # Comments and string literals, for the names test (``global_pool='avg'`` names no average).
@@ -252,7 +262,7 @@ def averaging_evidence(body: bytes) -> bool:
 def kind_evidence(body: bytes, name: str, kind: str) -> bool:
     """The definition ``body`` of ``name`` can make a record of ``kind`` (by bytes: a
     superset of what the summary's extractor accepts)."""
-    if kind == AVERAGING:
+    if kind in (AVERAGING, FORWARDING):
         return averaging_evidence(body)
     if kind == STEP:
         found = _TOP_DEFINITION.search(body)
@@ -505,6 +515,20 @@ class ProjectLink:
             return self._stepper_instance(func)
         return None
 
+    def forwarded(self, call: cst.Call) -> list[ForwardedCall]:
+        """The averaging weights the project function ``call`` runs takes from its
+        arguments, with where each is used."""
+        imports = self.ctx.get(ImportTable)
+        for qualname in imports.qualified_names(call.func):
+            item = self._item(qualname, kinds=_FORWARDING)
+            if item is None or not isinstance(item[1], ForwardingGroup):
+                continue
+            module, group = item
+            where = _display(module.path, self.base)
+            found = [_forwarded_call(w, where) for w in group.weights]
+            return [f for f in found if f is not None]
+        return []
+
     # Lookups ------------------------------------------------------------------------------------
     def _summary(self, module: ModuleFile) -> ModuleSummary | None:
         found = STORE.summary(module.path)
@@ -555,7 +579,7 @@ class ProjectLink:
         summary = self._summary(module)
         if summary is None:
             return None
-        item = summary.find(name)
+        item = summary.forwarding(name) if kinds == _FORWARDING else summary.find(name)
         if item is not None:
             return module, item
         for target in summary.exports.get(name, []):
@@ -753,6 +777,34 @@ class ProjectLink:
             summary = self._summary(module)
             if summary is not None and summary.calls:
                 yield module, summary
+
+
+def _forwarded_call(record: ForwardedSummary, where: str) -> ForwardedCall | None:
+    """A forwarded weight of a summary, with its spec rebuilt from the table."""
+    if record.api:
+        spec = API_TABLE.get(record.api)
+        if spec is None or spec.weight is None:
+            return None
+        weight = spec.weight
+    else:
+        spec, weight = HAND_MADE, hand_weight(Side(record.side))
+    ramp = weight.ramps[record.ramp] if 0 <= record.ramp < len(weight.ramps) else None
+    try:
+        use = Use(record.use)
+    except ValueError:
+        return None
+    return ForwardedCall(
+        tuple(record.params),
+        record.param,
+        record.attribute,
+        spec,
+        weight,
+        use,
+        max(1, record.interval),
+        ramp,
+        record.ramp == -2,
+        f"{record.used_by} in {where}:{record.line}",
+    )
 
 
 _PROJECT_FILES: dict[str, list[str]] = {}

@@ -24,7 +24,10 @@ content's hash and read back without parsing:
   the model whose BatchNorm statistics it recomputes, which the loader;
 - ``calls``: calls to imported functions passing an averaging object (``train_one_epoch(...,
   model_ema)``), with what the object is (an API, a constructor of another module, a copy);
-- ``exports``: names the module imports (re-exports such as ``from .ema import ModelEMA``).
+- ``exports``: names the module imports (re-exports such as ``from .ema import ModelEMA``);
+- ``forwarded``: averaging weights whose value a top-level function gets from its callers
+  in other modules (``update_ema(..., rate=args.ema_rate)`` inside ``train_one_epoch(...,
+  args)``), so that the caller judges the value it passes where it writes it.
 """
 
 from __future__ import annotations
@@ -51,12 +54,14 @@ from ema_lint.analysis.syntax.context import FileContext
 from ema_lint.analysis.syntax.names import ImportTable, dotted_name
 from ema_lint.analysis.syntax.values import ValueResolver, argument_passed, is_time_constant
 from ema_lint.analysis.syntax.vocabulary import is_averaged_name, names_an_average, tokens
+from ema_lint.analysis.training.decays import HAND_MADE, DecaySettings
 from ema_lint.analysis.training.evaluation import EvaluationSites
+from ema_lint.analysis.training.forwarded import positional_params
 from ema_lint.analysis.training.modes import ModeTracker
 
 from ..syntax.params import all_params
 
-FORMAT = 5  # bumped whenever extraction changes what a record holds
+FORMAT = 6  # bumped whenever extraction changes what a record holds
 
 _WEIGHT_WORDS = {"decay", "beta", "momentum", "rate", "tau", "alpha", "ema_decay", "mu"}
 _APPLY = ("apply_shadow", "copy_to", "apply", "swap", "set", "swap_in")
@@ -175,6 +180,33 @@ class CallSummary:
 
 
 @dataclass
+class ForwardedSummary:
+    """A weight of an average that function ``name`` takes from its callers: the argument
+    for ``param`` or its ``attribute``. ``api`` is the table API the weight configures ("":
+    a hand-written update, weighing ``side``); ``line`` is the line of the use."""
+
+    name: str
+    line: int
+    params: list[str]  # positional parameters, in order
+    param: str
+    attribute: str | None
+    api: str
+    side: str
+    use: str
+    interval: int = 1
+    ramp: int = -1  # index of the API weight's warmup that applies; -1 none, -2 unknown
+    used_by: str = ""  # ``update_ema()``, for messages
+
+
+@dataclass(frozen=True)
+class ForwardingGroup:
+    """The forwarded weights of one function (what a lookup of the function returns)."""
+
+    name: str
+    weights: tuple[ForwardedSummary, ...]
+
+
+@dataclass
 class ModuleSummary:
     classes: list[ClassSummary] = field(default_factory=list)
     updaters: list[UpdaterSummary] = field(default_factory=list)
@@ -184,6 +216,7 @@ class ModuleSummary:
     exports: dict[str, list[str]] = field(default_factory=dict)
     recalibrators: list[RecalibratorSummary] = field(default_factory=list)
     factories: list[FactorySummary] = field(default_factory=list)
+    forwarded: list[ForwardedSummary] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, **dataclasses.asdict(self)}
@@ -201,7 +234,13 @@ class ModuleSummary:
             {k: list(v) for k, v in data["exports"].items()},
             [RecalibratorSummary(**r) for r in data["recalibrators"]],
             [FactorySummary(**f) for f in data["factories"]],
+            [ForwardedSummary(**f) for f in data["forwarded"]],
         )
+
+    def forwarding(self, name: str) -> ForwardingGroup | None:
+        """The weights function ``name`` takes from its callers, if any."""
+        weights = tuple(f for f in self.forwarded if f.name == name)
+        return ForwardingGroup(name, weights) if weights else None
 
     def find(self, name: str) -> object | None:
         # A recalibration helper also runs the model without grad: it is the more specific fact.
@@ -351,6 +390,7 @@ class _Extractor:
         summary.recalibrators = self._recalibrators()
         summary.calls = self._calls()
         summary.factories = self._factories({c.name for c in summary.classes})
+        summary.forwarded = self._forwarded()
         return summary
 
     # Helpers ---------------------------------------------------------------------------------
@@ -1020,6 +1060,39 @@ class _Extractor:
                     )
                 if arg.keyword is None:
                     position += 1
+        return found
+
+    def _forwarded(self) -> list[ForwardedSummary]:
+        """The weights of this module's averages that its callers elsewhere give."""
+        if not self.objects.objects:
+            return []
+        found: list[ForwardedSummary] = []
+        for weight in self.ctx.get(DecaySettings).forwarded:
+            spec = weight.spec
+            if spec is HAND_MADE:
+                api = ""
+            elif API_TABLE.get(spec.qualname) is spec and spec.weight is weight.weight:
+                api = spec.qualname
+            else:
+                continue  # a project class's spec: not rebuilt from a name (yet)
+            ramps = weight.weight.ramps
+            ramp = -2 if weight.ramp_unknown else -1
+            if weight.ramp is not None and weight.ramp in ramps:
+                ramp = ramps.index(weight.ramp)
+            record = ForwardedSummary(
+                weight.function.name.value,
+                0,
+                list(positional_params(weight.function)),
+                weight.param,
+                weight.attribute,
+                api,
+                weight.weight.side.value,
+                weight.use.value,
+                weight.interval,
+                ramp,
+                weight.used_by,
+            )
+            found.append(self._at(record, weight.use_node))
         return found
 
     def _evidence(self, expr: cst.BaseExpression) -> str | None:

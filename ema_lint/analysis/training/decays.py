@@ -46,6 +46,11 @@ from ema_lint.analysis.syntax.values import (
     literal_number,
 )
 from ema_lint.analysis.syntax.vocabulary import tokens
+from ema_lint.analysis.training.forwarded import (
+    ForwardedWeight,
+    forwarding_parameter,
+    passed_value,
+)
 
 from ..syntax.params import all_params
 
@@ -53,6 +58,13 @@ from ..syntax.params import all_params
 HAND_MADE = ApiSpec("hand-made EMA update", Role.EMA_MODEL)
 _HAND_DECAY = Weight("decay", Side.OLD)
 _HAND_WEIGHT = Weight("weight", Side.NEW)  # the weight on the live tensor (``lerp_``'s)
+
+
+def hand_weight(side: Side) -> Weight:
+    """The weight of a hand-written update that weighs ``side`` by its value."""
+    return _HAND_DECAY if side is Side.OLD else _HAND_WEIGHT
+
+
 # Words in a coefficient's name that say what the average is for, when the object's own
 # names do not: an RL target network's rate, a teacher's momentum.
 _TARGET_WORDS = ("tau", "polyak")
@@ -99,10 +111,14 @@ class DecaySetting:
     # Where a finding on the value goes: the literal when it is such a default (the use
     # resolves to it), else the argument as written.
     site: cst.BaseExpression | None = None
+    # The value is written here and used in another module (``update_ema() in
+    # engine.py:82``): the setting is judged at the call that hands it over.
+    forwarded: str | None = None
 
     @property
     def hand_made(self) -> bool:
-        return self.update is not None
+        """The weight of a hand-written update (here, or in the module it is handed to)."""
+        return self.update is not None or self.spec is HAND_MADE
 
     @property
     def named_momentum(self) -> bool:
@@ -179,6 +195,8 @@ class DecaySettings:
         self.ctx = ctx
         self.resolver = ctx.get(ValueResolver)
         self.settings: list[DecaySetting] = []
+        # Weights whose value this module's callers in other modules give (for its summary).
+        self.forwarded: list[ForwardedWeight] = []
         self._by_bound: dict[int, DecaySetting] = {}
         bound_calls = ctx.get(BoundCalls).calls
         objects = ctx.get(AveragingObjects) if bound_calls else None
@@ -188,6 +206,7 @@ class DecaySettings:
                 self.settings.append(setting)
                 self._by_bound[id(bound.call)] = setting
         self.settings.extend(self._hand_made_settings())
+        self._add_forwarded_settings()
         self._add_definitions()
 
     @classmethod
@@ -219,10 +238,14 @@ class DecaySettings:
         and the reader land in one place; the call that uses it is the related location.
         Otherwise (the literal is at the call, or not in this module) at the use."""
         node = setting.node if setting.node is not None else fallback
+        index = self.ctx.index
+        if setting.forwarded is not None:
+            # Written here (the literal), used in the module it is handed to.
+            call = setting.bound.call
+            return node, ((call, f"used by {setting.forwarded}: {_short(call)}"),)
         if node is None or setting.definition or setting.site is not None:
             return node, ()
         literal = setting.value.origin if setting.value is not None else None
-        index = self.ctx.index
         if literal is None or literal is node or index.order_of(literal) is None:
             return node, ()
         use = index.statement(node)
@@ -232,10 +255,7 @@ class DecaySettings:
             use_node: cst.CSTNode = use.body[0]
         else:
             use_node = node
-        note = " ".join(_code(use_node).split())
-        if len(note) > 80:
-            note = note[:77] + "..."
-        return literal, ((node, f"used here: {note}"),)
+        return literal, ((node, f"used here: {_short(use_node)}"),)
 
     # Building ----------------------------------------------------------------------------------
     def _setting(self, bound: BoundCall, objects: AveragingObjects | None) -> DecaySetting | None:
@@ -268,6 +288,9 @@ class DecaySettings:
             return None  # ``update_ema(ema, model, decay=0)``: a sync that copies, no average
         ramp, ramp_unknown = self._ramp(bound, weight)
         interval, interval_expr, from_guard, spec_interval = self._interval(bound, obj)
+        if expr is not None and value is None and not bound.virtual:
+            name = spec.short_name + "()"
+            self._forward(expr, spec, weight, use, interval, ramp, ramp_unknown, bound.call, name)
         setting = DecaySetting(
             bound,
             spec,
@@ -522,8 +545,12 @@ class DecaySettings:
                 setting = self._hand_setting(update, obj)
                 if setting is not None:
                     found.append(setting)
+                    continue
+                per_call = self._per_call_settings(update, obj)
+                if per_call:
+                    found.extend(per_call)
                 else:
-                    found.extend(self._per_call_settings(update, obj))
+                    self._forward_hand(update, obj)
         found.sort(key=lambda s: self.ctx.index.order[id(s.bound.call)])
         return found
 
@@ -622,7 +649,14 @@ class DecaySettings:
                 continue  # the same arithmetic into a model no caller averages (a merge)
             value = self.resolver.resolve(arg)
             given = value.number if value is not None else None
-            if value is None or given is None:
+            if value is None:
+                # ``update_ema(..., rate=args.ema_rate)`` in ``train_one_epoch(..., args)``:
+                # the caller in another module tells.
+                weight = hand_weight(old_side)
+                name = function.name.value + "()"
+                self._forward(arg, HAND_MADE, weight, use, interval, None, False, call, name)
+                continue
+            if given is None:
                 continue
             if given == 0.0:
                 continue  # the author's initial sync (``ema_update(ema, model, 0)``)
@@ -671,6 +705,121 @@ class DecaySettings:
             editable=editable,
             partner=partner,
         )
+
+    # Weights that cross modules ----------------------------------------------------------------
+    def _forward(
+        self,
+        expr: cst.BaseExpression,
+        spec: ApiSpec,
+        weight: Weight,
+        use: Use,
+        interval: int,
+        ramp: Ramp | None,
+        ramp_unknown: bool,
+        use_node: cst.CSTNode,
+        used_by: str,
+    ) -> None:
+        """Record ``expr`` as a weight the callers of its function in other modules give,
+        when it is such a parameter (or an attribute of one)."""
+        found = forwarding_parameter(self.resolver, self.ctx.index, expr)
+        if found is None:
+            return
+        function, param, attribute = found
+        for known in self.forwarded:
+            if known.use_node is use_node and (known.function, known.param, known.attribute) == (
+                function,
+                param,
+                attribute,
+            ):
+                return  # the same update reached through two of its objects
+        self.forwarded.append(
+            ForwardedWeight(
+                function,
+                param,
+                attribute,
+                spec,
+                weight,
+                use,
+                interval,
+                ramp,
+                ramp_unknown,
+                use_node,
+                used_by,
+            )
+        )
+
+    def _forward_hand(self, update: InPlaceUpdate, obj: AveragingObject) -> None:
+        """``e.mul_(args.decay).add_(p, alpha=1 - args.decay)`` in ``train(args)``: both
+        coefficients spell one value that only the callers of ``train`` elsewhere give."""
+        old, new = update.old_weight, update.new_weight
+        if old is None or new is None:
+            return
+        old_leaf, old_side = _carrier(old, Side.OLD)
+        new_leaf, new_side = _carrier(new, Side.NEW)
+        if old_side is not new_side or _code(old_leaf) != _code(new_leaf):
+            return
+        interval = self._hand_interval(update)
+        if interval is None:
+            return
+        use = self._hand_use(obj, _code(old_leaf))
+        weight = hand_weight(old_side)
+        name = "the hand-written EMA update"
+        self._forward(old_leaf, HAND_MADE, weight, use, interval, None, False, update.node, name)
+
+    def _add_forwarded_settings(self) -> None:
+        """Settings for the values this module hands to another module's averaging (an
+        argparse default read as ``args.ema_rate`` by an update in an imported
+        ``train_one_epoch(..., args)``): judged at the call that hands them over, reported
+        where the literal is written, with the use as a related location."""
+        project = self.ctx.project
+        finder = getattr(project, "forwarded", None) if project is not None else None
+        if finder is None:
+            return
+        index = self.ctx.index
+        added: list[DecaySetting] = []
+        for call in self.ctx.nodes(cst.Call):
+            if id(call) in self._by_bound:
+                continue  # a call of the project's own averaging API: judged as one
+            for forwarded in finder(call):
+                value = passed_value(self.resolver, call, forwarded)
+                given = value.number if value is not None else None
+                if value is None or given is None:
+                    continue
+                origin = value.origin
+                if origin is None or index.order_of(origin) is None:
+                    continue  # not written in this module: no place to report it
+                side = forwarded.weight.side
+                decay = given if side is Side.OLD else 1.0 - given
+                if given == 0.0 or decay == 0.0:
+                    continue  # a copy of the weights (an initial sync), not an average
+                spec, weight = forwarded.spec, forwarded.weight
+                bound = BoundCall(spec, call, spec.qualname, {weight.param: cst.Arg(origin)})
+                bound.virtual = True
+                added.append(
+                    DecaySetting(
+                        bound,
+                        spec,
+                        weight,
+                        origin,
+                        value,
+                        given,
+                        decay,
+                        forwarded.ramp,
+                        forwarded.ramp_unknown,
+                        forwarded.interval,
+                        None,
+                        forwarded.interval > 1,
+                        None,
+                        forwarded.use,
+                        1,
+                        self.resolver,
+                        forwarded=forwarded.where,
+                    )
+                )
+        if added:
+            self.settings.extend(added)
+            order = index.order
+            self.settings.sort(key=lambda s: order.get(id(s.node or s.bound.call), 0))
 
     def _coefficient(self, coefficient: Coefficient) -> float | None:
         number = self.resolver.number(coefficient.expr)
@@ -780,6 +929,12 @@ def _momentum_weight(weight: Weight) -> bool:
 def _horizon_param(param: cst.Param) -> bool:
     """A parameter whose literal default is above one (a time constant in updates)."""
     return param.default is not None and is_time_constant(literal_number(param.default))
+
+
+def _short(node: cst.CSTNode) -> str:
+    """The code of ``node`` on one line, at most 80 characters."""
+    note = " ".join(_code(node).split())
+    return note if len(note) <= 80 else note[:77] + "..."
 
 
 def _code(node: cst.CSTNode) -> str:

@@ -3,15 +3,16 @@
 Real training code configures an average in one file and sets its value in another: an
 engine's ``update_ema(ema_params, model_params, rate=args.ema_rate)`` inside
 ``train_one_epoch(..., args)``, which the main script calls with the namespace its argparse
-options fill; a ``create_ema(model, decay)`` helper called with ``args.model_ema_decay``.
-The module that uses the weight cannot tell its value, and the module that writes the value
-does not see it used. So:
+options fill; a ``create_ema(model, cfg)`` helper reading ``cfg.ema_decay``. The module that
+uses the weight cannot tell its value, and the module that writes the value does not see
+it used. So:
 
 - the using module leaves a ``ForwardedWeight`` for each weight that is a parameter (or an
-  attribute of a parameter) of one of its top-level functions that no call of its own passes:
-  the project model records it in the module's summary;
-- the calling module matches its calls of such functions (``ForwardedCall``) and resolves
-  what it passes there, so the value is judged, and fixed, where it is written.
+  attribute of a parameter) of one of its top-level functions that no call of its own
+  passes: the project model records it in the module's summary;
+- the calling module matches its calls of such functions (``ForwardedCall``, from the
+  project model) and resolves what it passes there, so the value is judged, and fixed,
+  where it is written.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from ema_lint.analysis.objects.apis import ApiSpec, Weight
+from ema_lint.analysis.objects.apis import ApiSpec, Ramp, Weight
 from ema_lint.analysis.objects.averaging import Use
 from ema_lint.analysis.syntax.index import ModuleIndex
 from ema_lint.analysis.syntax.values import STAR, Value, ValueResolver, argument_passed
@@ -29,7 +30,8 @@ from ema_lint.analysis.syntax.values import STAR, Value, ValueResolver, argument
 @dataclass(frozen=True, eq=False)
 class ForwardedWeight:
     """A weight of this module whose value only the callers of ``function`` in other
-    modules can give: the argument for ``param``, or its ``attribute``."""
+    modules can give: the argument for ``param``, or its ``attribute``. ``use_node`` is
+    the call or update that uses it, ``used_by`` names it for messages (``update_ema()``)."""
 
     function: cst.FunctionDef
     param: str
@@ -38,12 +40,16 @@ class ForwardedWeight:
     weight: Weight
     use: Use
     interval: int
+    ramp: Ramp | None
+    ramp_unknown: bool
+    use_node: cst.CSTNode
+    used_by: str
 
 
 @dataclass(frozen=True)
 class ForwardedCall:
-    """What a call of another module's function is known to do with one of its arguments,
-    as the project model tells it: ``params`` are the function's positional parameters, in
+    """What a call of another module's function does with one of its arguments, as the
+    project model tells it: ``params`` are the function's positional parameters, in
     order; ``where`` names the use for messages (``update_ema() in engine.py:82``)."""
 
     params: tuple[str, ...]
@@ -53,6 +59,8 @@ class ForwardedCall:
     weight: Weight
     use: Use
     interval: int
+    ramp: Ramp | None
+    ramp_unknown: bool
     where: str
 
 
@@ -74,6 +82,8 @@ def forwarding_parameter(
     function, param = bindings[0].function, bindings[0].param
     if not isinstance(function, cst.FunctionDef) or param is None:
         return None
+    if param is function.params.star_arg or param is function.params.star_kwarg:
+        return None  # ``*args``/``**kwargs``: what a caller passes there has no name
     if index.enclosing(function, cst.ClassDef, cst.FunctionDef) is not None:
         return None  # a method or a closure: its callers are not plain imports of it
     if attribute is None and param.default is not None:
@@ -83,17 +93,23 @@ def forwarding_parameter(
     return function, base.value, attribute
 
 
+def positional_params(function: cst.FunctionDef) -> tuple[str, ...]:
+    return tuple(p.name.value for p in (*function.params.posonly_params, *function.params.params))
+
+
+def passed_argument(call: cst.Call, forwarded: ForwardedCall) -> cst.BaseExpression | None:
+    """The argument ``call`` passes for ``forwarded``'s parameter (None: not passed, or a
+    starred argument may hold it)."""
+    arg = argument_passed(call, forwarded.params, forwarded.param)
+    return arg if isinstance(arg, cst.BaseExpression) and arg is not STAR else None
+
+
 def passed_value(resolver: ValueResolver, call: cst.Call, forwarded: ForwardedCall) -> Value | None:
     """The value ``call`` hands to ``forwarded``'s weight: the argument itself, or its
     attribute (a field of a dataclass made here, the default of an argparse option here)."""
-    arg = argument_passed(call, forwarded.params, forwarded.param)
-    if arg is STAR or not isinstance(arg, cst.BaseExpression):
+    arg = passed_argument(call, forwarded)
+    if arg is None:
         return None
     if forwarded.attribute is None:
         return resolver.resolve(arg)
     return resolver.member(arg, forwarded.attribute)
-
-
-def passed_argument(call: cst.Call, forwarded: ForwardedCall) -> cst.BaseExpression | None:
-    arg = argument_passed(call, forwarded.params, forwarded.param)
-    return arg if isinstance(arg, cst.BaseExpression) else None
