@@ -212,7 +212,7 @@ def _name_relevant_uncached(
         return spells_averaging(body)
     if depth >= MAX_REEXPORTS or not reexports(data, name):
         return False
-    for imported in _imports_of(path, data):
+    for imported in imports_of(path, data):
         if imported.names is None or name in imported.names:
             consulted.append(imported.path)
             if _name_relevant(imported.path, name, consulted, depth + 1):
@@ -223,7 +223,7 @@ def _name_relevant_uncached(
 _IMPORTS: dict[str, tuple[bytes, list[Imported]]] = {}
 
 
-def _imports_of(path: str, data: bytes) -> list[Imported]:
+def imports_of(path: str, data: bytes) -> list[Imported]:
     """``imports`` of a module read for a re-export, once per content."""
     known = _IMPORTS.get(path)
     if known is not None and known[0] is data:

@@ -155,7 +155,13 @@ def absolute_name(importer: ModuleFile, module: str) -> str | None:
 
 
 def resolve(importer: ModuleFile, module: str) -> ModuleFile | None:
-    """The project file ``module`` (as written in ``importer``) names, or None."""
+    """The project file ``module`` (as written in ``importer``) names, or None (once per
+    importer and name in a run: every call of a module asks it of the same imports)."""
+    return _resolve(importer, module)
+
+
+@lru_cache(maxsize=65536)
+def _resolve(importer: ModuleFile, module: str) -> ModuleFile | None:
     level = len(module) - len(module.lstrip("."))
     if level:
         folder = os.path.dirname(importer.path)
@@ -201,6 +207,7 @@ def _init_of(folder: str) -> str | None:
 def clear() -> None:
     """Forget every lookup (the file system changed: tests, a long-lived process)."""
     for function in (
+        _resolve,
         _is_package,
         project_root,
         _configured_src,
