@@ -77,6 +77,7 @@ class Devices:
         self.imports = ctx.get(ImportTable)
         self._accelerator: cst.CSTNode | bool | None = False
         self._sites: dict[int, list[cst.CSTNode]] = {}
+        self._passing: list[tuple[cst.Call, list[cst.BaseExpression]]] | None = None
 
     @classmethod
     def build(cls, ctx: FileContext) -> Devices:
@@ -192,6 +193,21 @@ class Devices:
             return cached
         sites: list[cst.CSTNode] = list(obj.updates)
         objects = self.ctx.get(AveragingObjects)
+        for call, passed in self._passing_calls():
+            if call not in sites and any(objects.for_expression(a) is obj for a in passed):
+                sites.append(call)
+        sites.sort(key=lambda n: self.index.order[id(n)])
+        self._sites[id(obj)] = sites
+        return sites
+
+    def _passing_calls(self) -> list[tuple[cst.Call, list[cst.BaseExpression]]]:
+        """The calls that may update an object they are handed, with the arguments that
+        would be it: calls of the module's functions that update an average, for the
+        parameters those functions read; calls of imported helpers named for an update,
+        for their first three arguments. Found once per module, not once per object."""
+        if self._passing is not None:
+            return self._passing
+        objects = self.ctx.get(AveragingObjects)
         resolver = self.ctx.get(ValueResolver)
         updating: dict[int, cst.FunctionDef] = {}
         for other in objects.objects:
@@ -199,33 +215,28 @@ class Devices:
                 fn = self.index.enclosing(update, cst.FunctionDef)
                 if isinstance(fn, cst.FunctionDef):
                     updating[id(fn)] = fn
-        local = {fn.name.value for fn in self.ctx.nodes(cst.FunctionDef)}
+        found: list[tuple[cst.Call, list[cst.BaseExpression]]] = []
         for fn in updating.values():
+            params = [
+                p
+                for p in (*fn.params.params, *fn.params.kwonly_params)
+                if self._reads(fn, p.name.value)
+            ]
             for call in resolver.callers(fn):
-                if call in sites:
-                    continue
-                for param in (*fn.params.params, *fn.params.kwonly_params):
-                    arg = resolver.argument_for(fn, param, call)
-                    if (
-                        arg is not None
-                        and objects.for_expression(arg) is obj
-                        and self._reads(fn, param.name.value)
-                    ):
-                        sites.append(call)
-                        break
+                passed = [resolver.argument_for(fn, p, call) for p in params]
+                found.append((call, [a for a in passed if a is not None]))
+        local = {fn.name.value for fn in self.ctx.nodes(cst.FunctionDef)}
         for call in self.ctx.nodes(cst.Call):
             func = call.func
-            if not isinstance(func, cst.Name) or func.value in local or call in sites:
+            if not isinstance(func, cst.Name) or func.value in local:
                 continue
             if not self.imports.qualified_names(func) or not _names_an_update(func.value):
                 continue
             if objects.for_expression(func) is not None or len(call.args) < 2:
                 continue
-            if any(objects.for_expression(a.value) is obj for a in call.args[:3]):
-                sites.append(call)
-        sites.sort(key=lambda n: self.index.order[id(n)])
-        self._sites[id(obj)] = sites
-        return sites
+            found.append((call, [a.value for a in call.args[:3]]))
+        self._passing = found
+        return found
 
     def _reads(self, fn: cst.FunctionDef, name: str) -> bool:
         return any(
