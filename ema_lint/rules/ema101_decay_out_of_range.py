@@ -42,8 +42,14 @@ class DecayOutOfRange(Rule):
       dataclass field, a constant) and hands to a function of another module that feeds
       it to an average (``update_ema(..., rate=args.ema_rate)`` inside an imported
       ``train_one_epoch(..., args)``, ``ModelEmaV2(model, decay=cfg.ema_decay)`` inside
-      ``create_ema(model, cfg)``) is judged with that average's semantics and use, and
-      reported at the literal, with the call and the use in the other file as related;
+      ``create_ema(model, cfg)``; a momentum passed on every call of a model that holds
+      its own momentum encoder, ``model(x1, x2, moco_m)`` running ``forward`` of a class
+      defined elsewhere, also through ``DistributedDataParallel`` and the function the
+      model is passed to) is judged with that average's semantics and use, and reported
+      at the literal, with the call and the use in the other file as related. A name that
+      starts at the value and is rescheduled from it (``m = args.moco_m``, then ``m =
+      adjust_moco_momentum(epoch, args)`` where that function reads ``moco_m``) is judged
+      at its start;
     - **per optimizer step**: an object that averages only every k-th step
       (``update_every``, ``interval``, ``every_n_steps``, ``update_every_n_steps``, or an
       ``if step % k == 0:`` around its update) has a per-step decay of ``D ** (1/k)``;

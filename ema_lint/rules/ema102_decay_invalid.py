@@ -101,7 +101,7 @@ class DecayInvalid(Rule):
         if setting.use not in (Use.EVAL, Use.TEACHER):
             return None
         decay = given if side is Side.OLD else 1.0 - given
-        if (setting.hand_made or setting.definition) and not 0.5 <= decay <= 1.0:
+        if (setting.read_from_update or setting.definition) and not 0.5 <= decay <= 1.0:
             return None  # the weights of a hand-written update swapped: EMA302
         if decay == 1.0:
             return "never moves from the weights it starts with: the average is frozen"

@@ -10,7 +10,7 @@ from ..analysis.objects.apis import Side, semantics_table
 from ..analysis.objects.averaging import Use
 from ..analysis.objects.horizon import format_number
 from ..analysis.objects.triggers import UPDATE_EVIDENCE, WEIGHT_EVIDENCE, requiring
-from ..analysis.training.decays import DecaySetting, DecaySettings
+from ..analysis.training.decays import HAND_MADE, DecaySetting, DecaySettings
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
 
@@ -75,6 +75,10 @@ class DecaySemanticsSwapped(Rule):
     (at the call, or where the constant, argparse default or field is defined) when nothing
     else uses it; otherwise the argument at the call is wrapped as ``1 - value``, so that no
     other use changes. RL target networks with ``tau=1.0`` (a hard copy) are left alone.
+    A value this module hands to an average in another module (an argparse default read
+    there as ``args.moco_m``) is fixed only at its literal, and only with
+    ``--unsafe-fixes``: the use is in the other file, and every other use of the literal
+    here changes with it.
     """
 
     code = "EMA103"
@@ -112,7 +116,7 @@ class DecaySemanticsSwapped(Rule):
     def _swapped(setting: DecaySetting) -> bool:
         if setting.expr is None or setting.given is None or setting.use is Use.NOT_WEIGHTS:
             return False
-        if (setting.hand_made or setting.definition) and not setting.named_momentum:
+        if (setting.read_from_update or setting.definition) and not setting.named_momentum:
             # Swapped coefficients of a hand-written update are EMA302's; a definition's
             # side is read from its update, so a swap there is the update's, not the value's.
             # Unless the weight is named a momentum and the update weighs the new value by
@@ -133,6 +137,8 @@ class DecaySemanticsSwapped(Rule):
         via = setting.value.via if setting.value is not None else ""
         source = f" (from {via})" if via and via != weight.param else ""
         api = setting.spec.short_name
+        if setting.forwarded is not None and setting.spec is HAND_MADE:
+            api = "EMA"  # the update is in another module: the related location says where
         if setting.hand_made and setting.expr is not None and weight.side is Side.NEW:
             # ``lerp_(p, self.momentum)``: the name the update weighs the live weights by.
             name = cst.Module([]).code_for_node(setting.expr)
@@ -163,6 +169,12 @@ class DecaySemanticsSwapped(Rule):
         value = setting.value
         assert expr is not None and value is not None
         title = f"Use 1 - {format_number(setting.given or 0.0)}"
+        if setting.forwarded is not None:
+            # Used in another module: only the literal can change, and everything else
+            # this module does with it changes too; the evidence spans files: unsafe.
+            origin = value.origin
+            text = complement_text(origin.value) if isinstance(origin, cst.Float) else None
+            return Fix.unsafe(title, Edit.replace(origin, cst.Float(text))) if text else None
         if setting.hand_made or setting.definition:
             # Only the literal: wrapping the update's own weight would flip its arithmetic.
             origin = value.origin

@@ -336,3 +336,52 @@ def test_instance_class_through_names_attributes_chains_and_parameters() -> None
     ema, other = (e.value for e in pair.elements)
     assert resolver.instance_class(ema).name.value == "EMA"
     assert resolver.instance_class(other) is None
+
+
+SCHEDULED = """
+import argparse
+import math
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--moco-m", default=0.99, type=float)
+parser.add_argument("--epochs", default=100, type=int)
+
+
+def adjust(epoch, args):
+    return 1.0 - 0.5 * (1.0 + math.cos(math.pi * epoch / args.epochs)) * (1.0 - args.moco_m)
+
+
+def unrelated(epoch, args):
+    return 0.5 + epoch / args.epochs
+
+
+def train(loader, model, epoch, args):
+    m = args.moco_m
+    for i, batch in enumerate(loader):
+        if args.cos:
+            m = {}
+        __probe__ = m
+"""
+
+
+@pytest.mark.parametrize(
+    ("rebinding", "expected"),
+    [
+        ("adjust(epoch + i / len(loader), args)", 0.99),  # a schedule read from the value
+        ("unrelated(epoch, args)", None),  # another value: not the start of a schedule
+        ("table[i]", None),  # read from data
+        ("0.5", None),  # two values
+    ],
+)
+def test_a_name_rescheduled_from_its_value_starts_at_it(rebinding: str, expected) -> None:
+    ctx = context(SCHEDULED.replace("{}", rebinding))
+    resolver = ctx.get(ValueResolver)
+    target = probe(ctx)
+    value = resolver.scheduled_from(target)
+    if expected is None:
+        assert value is None
+    else:
+        assert value is not None and value.value == pytest.approx(expected)
+        assert value.via == "--moco-m default"
+    if rebinding.startswith("adjust"):
+        assert resolver.resolve(target) is None  # not a value of every run

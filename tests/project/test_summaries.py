@@ -319,3 +319,63 @@ def test_weights_set_by_callers_elsewhere_are_recorded_where_they_are_used() -> 
     assert summary.forwarding("train_one_epoch") is not None
     assert summary.forwarding("local") is None
     assert ModuleSummary.from_json(json.loads(json.dumps(summary.to_json()))) == summary
+
+
+MOMENTUM_MODEL = """
+import copy
+
+import torch
+from torch import nn
+
+
+class KeyEncoderModel(nn.Module):
+    def __init__(self, make_encoder, dim=128):
+        super().__init__()
+        self.query_encoder = make_encoder(num_classes=dim)
+        self.key_encoder = make_encoder(num_classes=dim)
+
+    @torch.no_grad()
+    def _momentum_update(self, m):
+        for q, k in zip(self.query_encoder.parameters(), self.key_encoder.parameters()):
+            k.data = k.data * m + q.data * (1.0 - m)
+
+    def forward(self, x1, x2, m):
+        self._momentum_update(m)
+        return self.query_encoder(x1) @ self.key_encoder(x2).t()
+
+
+class Wide(KeyEncoderModel):
+    def build(self):
+        return None
+
+
+class OwnForward(KeyEncoderModel):
+    def forward(self, x):
+        return self.query_encoder(x)
+
+
+class EmaHelper:
+    def __init__(self, model, decay=0.999):
+        self.model = model
+        self.shadow = copy.deepcopy(model)
+
+    def update(self):
+        for e, p in zip(self.shadow.parameters(), self.model.parameters()):
+            e.mul_(0.999).add_(p, alpha=1 - 0.999)
+"""
+
+
+def test_a_model_training_its_own_momentum_encoder_is_no_averaging_class() -> None:
+    """MoCo's shape: the class builds the network its update averages from and trains it
+    in ``forward``, so an instance is the trained model (wrapped in DDP, evaluated) and
+    not an averaged copy; the momentum its ``forward`` is handed is recorded for calls of
+    its instances, and of the subclasses that keep that ``forward``. A helper handed the
+    live model stays an averaging class."""
+    summary = _summary(MOMENTUM_MODEL)
+    assert [c.name for c in summary.classes] == ["EmaHelper"]
+    found = {(f.name, tuple(f.params), f.param, f.instance) for f in summary.forwarded}
+    assert found == {
+        ("KeyEncoderModel", ("x1", "x2", "m"), "m", True),
+        ("Wide", ("x1", "x2", "m"), "m", True),
+    }
+    assert {f.line for f in summary.forwarded} == {20}  # the call handing it on

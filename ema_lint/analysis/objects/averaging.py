@@ -753,6 +753,15 @@ class AveragingObjects:
                     bindings = self.resolver.bindings_of(container) or []
                     if len(bindings) == 1 and bindings[0].value is not None:
                         extra.append(bindings[0].value)  # the dict/list the shadow starts as
+                elif _is_self_attribute(container):
+                    # ``self.momentum_encoder = base_encoder(...)`` in ``__init__``: the
+                    # copy every method's ``self.momentum_encoder`` refers to.
+                    assert isinstance(container, cst.Attribute)
+                    cls = self.resolver.class_of_self(container)
+                    assigned = self.resolver.self_assignments(cls) if cls is not None else {}
+                    values = assigned.get(container.attr.value, [])
+                    if len(values) == 1 and values[0] is not None:
+                        extra.append(values[0])
                 self._add(obj, *extra)
                 self._memo.clear()
         self._collect_helper_shadows(containers)
@@ -1422,3 +1431,11 @@ def _updates_an_average(name: str) -> bool:
     it moves an average towards the weights."""
     words = [w.lower() for w in tokens(name)]
     return "update" in words and any(w in ("ema", "average", "averages") for w in words)
+
+
+def _is_self_attribute(node: cst.BaseExpression) -> bool:
+    return (
+        isinstance(node, cst.Attribute)
+        and isinstance(node.value, cst.Name)
+        and node.value.value == "self"
+    )

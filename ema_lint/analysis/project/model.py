@@ -55,7 +55,7 @@ from ema_lint.analysis.training.decays import HAND_MADE, hand_weight
 from ema_lint.analysis.training.forwarded import ForwardedCall
 
 from . import resolution
-from .admission import EVIDENCE, PROSE, definition, imports, reexports
+from .admission import EVIDENCE, PROSE, definition, imports_of, reexports
 from .resolution import ModuleFile
 from .summaries import (
     ClassSummary,
@@ -223,6 +223,7 @@ _KIND_OF: dict[type, str] = {
     ForwardingGroup: FORWARDING,
 }
 _IDENTIFIER = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+_WORD = rb"(?<![A-Za-z0-9_])%s(?![A-Za-z0-9_])"  # a whole identifier
 # Comments and string literals, for the names test (``global_pool='avg'`` names no average).
 _NOT_CODE = re.compile(
     rb"#[^\n]*|'''.*?'''|\"\"\".*?\"\"\"|'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"", re.S
@@ -324,7 +325,7 @@ def reexport_relevant(
     if depth > MAX_REEXPORTS:
         return False
     listed = False
-    for imported in imports(path, data):
+    for imported in imports_of(path, data):
         if imported.names is None or name not in imported.names:
             continue  # (a module taken whole, ``from pkg import mod``: not this name)
         listed = True
@@ -519,15 +520,53 @@ class ProjectLink:
         """The averaging weights the project function ``call`` runs takes from its
         arguments, with where each is used."""
         imports = self.ctx.get(ImportTable)
-        for qualname in imports.qualified_names(call.func):
+        names = imports.qualified_names(call.func)
+        instance = False
+        if not names and isinstance(call.func, cst.Name) and len(call.args) > 1:
+            # ``model(x1, x2, m)``: an instance of a project class, whose ``forward`` runs
+            # (handed its input and the weight, at least two arguments).
+            names, instance = self._constructors(call.func, 0, set()), True
+        found: list[ForwardedCall] = []
+        for qualname in names:
             item = self._item(qualname, kinds=_FORWARDING)
             if item is None or not isinstance(item[1], ForwardingGroup):
                 continue
             module, group = item
             where = _display(module.path, self.base)
-            found = [_forwarded_call(w, where) for w in group.weights]
-            return [f for f in found if f is not None]
-        return []
+            for record in group.weights:
+                if record.instance is not instance:
+                    continue  # ``MoCo(...)`` makes one; ``model(...)`` runs its forward
+                forwarded = _forwarded_call(record, where)
+                if forwarded is not None and forwarded not in found:
+                    found.append(forwarded)
+        return found
+
+    def _constructors(self, name: cst.Name, depth: int, seen: set[tuple[int, str]]) -> list[str]:
+        """Qualified names of the calls that may have made the object ``name`` holds: its
+        assignments (``model = moco.builder.MoCo_ViT(...)``; a rebinding through a call that
+        takes it, ``model = DDP(model)`` or ``model = model.cuda()``, keeps the object), and
+        for a parameter what the module's callers pass for it."""
+        if depth > MAX_REEXPORTS:
+            return []
+        resolver = self.ctx.get(ValueResolver)
+        imports = self.ctx.get(ImportTable)
+        found: list[str] = []
+        for binding in resolver.bindings_of(name) or ():
+            value = binding.value
+            if binding.kind == "assign" and isinstance(value, cst.Call):
+                if _takes(value, name.value):
+                    continue  # the same object, wrapped or moved
+                found.extend(q for q in imports.qualified_names(value.func) if q not in found)
+            elif binding.kind == "param" and isinstance(binding.function, cst.FunctionDef):
+                key = (id(binding.function), name.value)
+                if binding.param is None or key in seen:
+                    continue
+                seen.add(key)
+                for _, argument in resolver.arguments_for(binding.function, binding.param):
+                    if isinstance(argument, cst.Name):
+                        more = self._constructors(argument, depth + 1, seen)
+                        found.extend(q for q in more if q not in found)
+        return found
 
     # Lookups ------------------------------------------------------------------------------------
     def _summary(self, module: ModuleFile) -> ModuleSummary | None:
@@ -754,11 +793,16 @@ class ProjectLink:
         if stem == "__init__":
             stem = os.path.basename(os.path.dirname(self.me.path))
         needle, word = stem.encode(), function.encode()
+        # As whole identifiers: a module ``lamb`` is not named by every ``lambda``.
+        spelled = re.compile(_WORD % re.escape(needle))
+        called = re.compile(_WORD % re.escape(word))
         for path in project_files(self.base):
             if path == self.me.path:
                 continue
             read = STORE.read(path)
-            if read is not None and word in read[1] and needle in read[1]:
+            if read is None or word not in read[1] or needle not in read[1]:
+                continue
+            if called.search(read[1]) is not None and spelled.search(read[1]) is not None:
                 yield path, read[1]
 
     def mentioned_elsewhere(self, function: str) -> bool:
@@ -777,6 +821,17 @@ class ProjectLink:
             summary = self._summary(module)
             if summary is not None and summary.calls:
                 yield module, summary
+
+
+def _takes(call: cst.Call, name: str) -> bool:
+    """``call`` is given the object ``name`` holds: as an argument, or as the receiver of
+    a method (``model.cuda()``)."""
+    func = call.func
+    while isinstance(func, cst.Attribute):
+        func = func.value
+        if isinstance(func, cst.Name) and func.value == name:
+            return isinstance(call.func, cst.Attribute) and call.func.value is func
+    return any(isinstance(a.value, cst.Name) and a.value.value == name for a in call.args)
 
 
 def _forwarded_call(record: ForwardedSummary, where: str) -> ForwardedCall | None:

@@ -11,7 +11,8 @@ content's hash and read back without parsing:
   ``apply_shadow``/``copy_to``/``restore`` protocol, a holder whose method hands one of
   its attributes to an update function of the module: a ``TrainState`` with
   ``ema_update()``), with their decay argument, side, default and warmup, methods, device,
-  dtype, buffers and eval mode;
+  dtype, buffers and eval mode. A module that averages a network it builds and trains
+  itself (MoCo's momentum encoder inside the model) is the trained model, not one;
 - ``factories``: functions that build and return an instance of one of those classes
   (``initialize_train_state(config)`` returning a ``TrainState``);
 - ``updaters``: functions that average one argument into another (``update_ema(target,
@@ -56,12 +57,13 @@ from ema_lint.analysis.syntax.values import ValueResolver, argument_passed, is_t
 from ema_lint.analysis.syntax.vocabulary import is_averaged_name, names_an_average, tokens
 from ema_lint.analysis.training.decays import HAND_MADE, DecaySettings
 from ema_lint.analysis.training.evaluation import EvaluationSites
-from ema_lint.analysis.training.forwarded import positional_params
+from ema_lint.analysis.training.forwarded import CALL_METHODS, called_as, positional_params
 from ema_lint.analysis.training.modes import ModeTracker
 
 from ..syntax.params import all_params
 
-FORMAT = 6  # bumped whenever extraction changes what a record holds
+MAX_BASES = 5  # base classes followed up a module's own hierarchy
+FORMAT = 7  # bumped whenever extraction changes what a record holds
 
 _WEIGHT_WORDS = {"decay", "beta", "momentum", "rate", "tau", "alpha", "ema_decay", "mu"}
 _APPLY = ("apply_shadow", "copy_to", "apply", "swap", "set", "swap_in")
@@ -196,6 +198,7 @@ class ForwardedSummary:
     interval: int = 1
     ramp: int = -1  # index of the API weight's warmup that applies; -1 none, -2 unknown
     used_by: str = ""  # ``update_ema()``, for messages
+    instance: bool = False  # ``name`` is a class: calls of its instances run ``forward``
 
 
 @dataclass(frozen=True)
@@ -445,6 +448,8 @@ class _Extractor:
         protocol = ("apply_shadow" in methods and "restore" in methods) or (
             "copy_to" in methods and ("store" in methods or "restore" in methods)
         )
+        if base is None and averaged and self._trains_own_source(cls, methods, averaged):
+            return None  # a model holding its own momentum encoder, not an averaged copy
         if base is not None:
             structure = "subclass"
         elif copies and averaged:
@@ -522,6 +527,34 @@ class _Extractor:
             if summary.cpu and self._offloads(cls, init):
                 summary.cpu = False
         return summary
+
+    def _trains_own_source(
+        self, cls: cst.ClassDef, methods: dict[str, cst.FunctionDef], averaged: list[InPlaceUpdate]
+    ) -> bool:
+        """A module whose ``forward`` trains the network its updates average from, built
+        by the class itself (MoCo's ``self.momentum_encoder`` following its own
+        ``self.base_encoder``): an instance is the model being trained, wrapped, moved and
+        evaluated as one; the average is inside it. An averaging helper is handed the live
+        model (``self.model = model``) or given it at each update."""
+        if "forward" not in methods:
+            return False
+        assigned = self.resolver.self_assignments(cls)
+        init = methods.get("__init__")
+        params = {p.name.value for p in all_params(init)} if init is not None else set()
+        for update in averaged:
+            source = update.source_container
+            if not (
+                isinstance(source, cst.Attribute)
+                and isinstance(source.value, cst.Name)
+                and source.value.value == "self"
+            ):
+                return False
+            values = assigned.get(source.attr.value, [])
+            if not values or any(
+                v is None or (isinstance(v, cst.Name) and v.value in params) for v in values
+            ):
+                return False
+        return True
 
     def _offloads(self, cls: cst.ClassDef, init: cst.FunctionDef) -> bool:
         """The CPU placement of ``__init__`` is an offload the class manages: another method
@@ -1067,6 +1100,7 @@ class _Extractor:
         if not self.objects.objects:
             return []
         found: list[ForwardedSummary] = []
+        uses: dict[int, cst.CSTNode] = {}
         for weight in self.ctx.get(DecaySettings).forwarded:
             spec = weight.spec
             if spec is HAND_MADE:
@@ -1079,10 +1113,13 @@ class _Extractor:
             ramp = -2 if weight.ramp_unknown else -1
             if weight.ramp is not None and weight.ramp in ramps:
                 ramp = ramps.index(weight.ramp)
+            name = called_as(self.index, weight.function)
+            if name is None:
+                continue
             record = ForwardedSummary(
-                weight.function.name.value,
+                name,
                 0,
-                list(positional_params(weight.function)),
+                list(positional_params(weight.function, self.index)),
                 weight.param,
                 weight.attribute,
                 api,
@@ -1091,9 +1128,45 @@ class _Extractor:
                 weight.interval,
                 ramp,
                 weight.used_by,
+                name != weight.function.name.value,
             )
             found.append(self._at(record, weight.use_node))
-        return found
+            uses[id(record)] = weight.use_node
+        return found + self._inherited_forwarding(found, uses)
+
+    def _inherited_forwarding(
+        self, found: list[ForwardedSummary], uses: dict[int, cst.CSTNode]
+    ) -> list[ForwardedSummary]:
+        """The records of a class's ``forward`` for its subclasses of the module that keep
+        it (``MoCo_ViT(MoCo)`` is called like ``MoCo``)."""
+        if not found:
+            return []
+        classes = {
+            c.name.value: c
+            for c in self.ctx.nodes(cst.ClassDef)
+            if self.index.enclosing(c, cst.ClassDef, cst.FunctionDef) is None
+        }
+        by_class: dict[str, list[ForwardedSummary]] = {}
+        for record in found:
+            if record.name in classes:
+                by_class.setdefault(record.name, []).append(record)
+        inherited: list[ForwardedSummary] = []
+        for name, cls in classes.items():
+            current = cls
+            for _ in range(MAX_BASES):
+                if current is not cls and current.name.value in by_class:
+                    for record in by_class[current.name.value]:
+                        copy = dataclasses.replace(record, name=name)
+                        inherited.append(self._at(copy, uses[id(record)]))
+                    break
+                if name in by_class or any(m in self._methods(current) for m in CALL_METHODS):
+                    break  # its own call
+                bases = [b.value.value for b in current.bases if isinstance(b.value, cst.Name)]
+                local = [b for b in bases if b in classes]
+                if not local:
+                    break
+                current = classes[local[0]]
+        return inherited
 
     def _evidence(self, expr: cst.BaseExpression) -> str | None:
         obj = self.objects.for_expression(expr) if self.objects.objects else None

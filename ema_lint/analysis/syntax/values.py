@@ -273,6 +273,7 @@ class ValueResolver:
         self._self_attrs: dict[int, dict[str, list[cst.BaseExpression | None]]] = {}
         self._self_attrs_built = False
         self._name_counts: Counter[str] | None = None
+        self._assigned_names: list[tuple[str, cst.BaseExpression]] | None = None
         self._attr_counts: Counter[str] | None = None
         self._attr_assigned: dict[str, set[str]] | None = None
         self._subscript_assigned: set[str] | None = None
@@ -311,6 +312,53 @@ class ValueResolver:
                 if value is not None:
                     found.append(Value(value.value, value.origin, value.via or node.value, True))
         return found
+
+    def scheduled_from(self, node: cst.BaseExpression) -> Value | None:
+        """The value a name starts as when its other bindings only schedule it from that
+        value: ``m = args.moco_m`` then ``if args.cos: m = adjust_momentum(epoch, args)``,
+        where the module's ``adjust_momentum`` reads ``moco_m`` itself. It is the value of
+        every run that leaves the schedule off, and where the schedule starts."""
+        if not isinstance(node, cst.Name):
+            return None
+        base: Value | None = None
+        key: str | None = None
+        schedules: list[str] = []
+        for binding in self._lookup(node.value, self._scope_of(node)) or []:
+            if binding.kind != "assign" or binding.value is None:
+                return None
+            value = self.resolve(binding.value)
+            if value is not None:
+                if base is not None and value.value != base.value:
+                    return None
+                base = value
+                expr = binding.value
+                key = expr.attr.value if isinstance(expr, cst.Attribute) else None
+                key = expr.value if isinstance(expr, cst.Name) else key
+            elif isinstance(binding.value, cst.Call) and isinstance(binding.value.func, cst.Name):
+                schedules.append(binding.value.func.value)
+            else:
+                return None
+        if base is None or key is None or not schedules:
+            return None
+        for name in schedules:
+            functions = [
+                f
+                for f in self.index.functions_named(name)
+                if self.index.enclosing(f, cst.ClassDef, cst.FunctionDef) is None
+            ]
+            if not functions or not all(self._reads(f, key) for f in functions):
+                return None
+        return base
+
+    def _reads(self, function: cst.FunctionDef, name: str) -> bool:
+        """``function`` reads ``name`` (as a name or an attribute)."""
+        for node in self.index.descendants(function, cst.Attribute):
+            if isinstance(node, cst.Attribute) and node.attr.value == name:
+                return True
+        return any(
+            isinstance(n, cst.Name) and n.value == name
+            for n in self.index.descendants(function, cst.Name)
+        )
 
     def qualified(self, node: cst.BaseExpression) -> str | None:
         """The qualified name ``node`` stands for (through imports and single bindings)."""
@@ -811,16 +859,60 @@ class ValueResolver:
                 if bases & classes:
                     classes.add(cls.name.value)
                     grew = True
+        candidates = self._may_hold(classes)
         found: list[cst.Call] = []
         for call in self.ctx.nodes(cst.Call):
             func = call.func
             if (
                 isinstance(func, cst.Name)
+                and func.value in candidates
                 and func.value not in classes
                 and self._holds_instance(func, classes, 3)
             ):
                 found.append(call)
         return found
+
+    def _may_hold(self, classes: set[str]) -> set[str]:
+        """Names some assignment of the module binds to an instance of ``classes`` (made
+        there, or a name holding one moved or wrapped): a superset of the names
+        ``_holds_instance`` accepts, found without a scope lookup per call."""
+        if self._assigned_names is None:
+            pairs: list[tuple[str, cst.BaseExpression]] = []
+            for assign in self.ctx.nodes(cst.Assign):
+                for target in assign.targets:
+                    if isinstance(target.target, cst.Name):
+                        pairs.append((target.target.value, assign.value))
+            for annotated in self.ctx.nodes(cst.AnnAssign):
+                if isinstance(annotated.target, cst.Name) and annotated.value is not None:
+                    pairs.append((annotated.target.value, annotated.value))
+            self._assigned_names = pairs
+        names: set[str] = set()
+        grew = True
+        while grew:
+            grew = False
+            for name, value in self._assigned_names:
+                if name in names:
+                    continue
+                expr = value
+                while (
+                    isinstance(expr, cst.Call)
+                    and isinstance(expr.func, cst.Attribute)
+                    and expr.func.attr.value in _SAME_OBJECT
+                ):
+                    expr = expr.func.value
+                held = False
+                if isinstance(expr, cst.Name):
+                    held = expr.value in names
+                elif isinstance(expr, cst.Call):
+                    callee = (dotted_name(expr.func) or "").rpartition(".")[2]
+                    first = expr.args[0].value if expr.args and not expr.args[0].star else None
+                    held = callee in classes or (
+                        isinstance(first, cst.Name) and first.value in names
+                    )
+                if held:
+                    names.add(name)
+                    grew = True
+        return names
 
     def _holds_instance(self, name: cst.Name, classes: set[str], depth: int) -> bool:
         """Every assignment of ``name`` visible here makes an instance of ``classes``."""

@@ -117,8 +117,21 @@ class DecaySetting:
 
     @property
     def hand_made(self) -> bool:
-        """The weight of a hand-written update (here, or in the module it is handed to)."""
-        return self.update is not None or self.spec is HAND_MADE
+        """The weight is read from a hand-written update of this module (whose arithmetic
+        EMA302 judges); a value handed to one in another module is judged like an API's."""
+        return self.update is not None
+
+    @property
+    def read_from_update(self) -> bool:
+        """The update's arithmetic says which side the value weighs, so a value on the
+        wrong side is the update's error (EMA302's): a hand-written update of this module,
+        or one in another module that weighs the live weights by the value handed to it
+        (``mul_(1 - rate).add_(src, alpha=rate)`` given ``args.ema_rate``)."""
+        if self.hand_made:
+            return True
+        return (
+            self.forwarded is not None and self.spec is HAND_MADE and self.weight.side is Side.NEW
+        )
 
     @property
     def named_momentum(self) -> bool:
@@ -645,7 +658,9 @@ class DecaySettings:
         for call, arg in self.resolver.arguments_for(function, param):
             if not isinstance(arg, cst.BaseExpression):
                 continue  # left at the default (judged where it is written) or unknown
-            if not any(objects.for_expression(a.value) is not None for a in call.args):
+            if not _self_call_of_own_copy(call, obj) and not any(
+                objects.for_expression(a.value) is not None for a in call.args
+            ):
                 continue  # the same arithmetic into a model no caller averages (a merge)
             value = self.resolver.resolve(arg)
             given = value.number if value is not None else None
@@ -778,8 +793,8 @@ class DecaySettings:
         index = self.ctx.index
         added: list[DecaySetting] = []
         for call in self.ctx.nodes(cst.Call):
-            if id(call) in self._by_bound:
-                continue  # a call of the project's own averaging API: judged as one
+            if not call.args or id(call) in self._by_bound:
+                continue  # hands nothing, or calls the project's own averaging API
             for forwarded in finder(call):
                 value = passed_value(self.resolver, call, forwarded)
                 given = value.number if value is not None else None
@@ -920,6 +935,18 @@ def _carrier(coefficient: Coefficient, side: Side) -> tuple[cst.BaseExpression, 
         expr = expr.right
         side = Side.NEW if side is Side.OLD else Side.OLD
     return expr, side
+
+
+def _self_call_of_own_copy(call: cst.Call, obj: AveragingObject) -> bool:
+    """``self._update_momentum_encoder(m)``: a method of the class updating the copy the
+    class holds (``self.momentum_encoder``), so every call of it averages that copy."""
+    func = call.func
+    return (
+        isinstance(func, cst.Attribute)
+        and isinstance(func.value, cst.Name)
+        and func.value.value == "self"
+        and any(name.startswith("self.") for name in obj.names)
+    )
 
 
 def _momentum_weight(weight: Weight) -> bool:

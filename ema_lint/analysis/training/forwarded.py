@@ -84,8 +84,10 @@ def forwarding_parameter(
         return None
     if param is function.params.star_arg or param is function.params.star_kwarg:
         return None  # ``*args``/``**kwargs``: what a caller passes there has no name
-    if index.enclosing(function, cst.ClassDef, cst.FunctionDef) is not None:
-        return None  # a method or a closure: its callers are not plain imports of it
+    if called_as(index, function) is None:
+        return None  # a closure, or a method its callers reach through more than a call
+    if index.enclosing(function, cst.ClassDef) is not None and param is function.params.params[0]:
+        return None  # ``self``
     if attribute is None and param.default is not None:
         return None  # the default is this module's value, judged where it is written
     if resolver.callers(function):
@@ -93,8 +95,32 @@ def forwarding_parameter(
     return function, base.value, attribute
 
 
-def positional_params(function: cst.FunctionDef) -> tuple[str, ...]:
-    return tuple(p.name.value for p in (*function.params.posonly_params, *function.params.params))
+CALL_METHODS = ("forward", "__call__")  # what calling an instance runs (``nn.Module``'s call)
+
+
+def called_as(index: ModuleIndex, function: cst.FunctionDef) -> str | None:
+    """The name other modules call ``function`` by: a top-level function's own name, or
+    the class of a ``forward``/``__call__`` method (``model(x1, x2, m)`` runs
+    ``MoCo.forward``); None for closures and other methods."""
+    owner = index.enclosing(function, cst.ClassDef, cst.FunctionDef)
+    if owner is None:
+        return function.name.value
+    if (
+        isinstance(owner, cst.ClassDef)
+        and function.name.value in CALL_METHODS
+        and index.enclosing(owner, cst.ClassDef, cst.FunctionDef) is None
+        and function.params.params
+    ):
+        return owner.name.value
+    return None
+
+
+def positional_params(function: cst.FunctionDef, index: ModuleIndex) -> tuple[str, ...]:
+    """The positional parameters a call fills, in order (``self`` left out of a method)."""
+    names = tuple(p.name.value for p in (*function.params.posonly_params, *function.params.params))
+    if index.enclosing(function, cst.ClassDef, cst.FunctionDef) is not None:
+        return names[1:]
+    return names
 
 
 def passed_argument(call: cst.Call, forwarded: ForwardedCall) -> cst.BaseExpression | None:
@@ -111,5 +137,5 @@ def passed_value(resolver: ValueResolver, call: cst.Call, forwarded: ForwardedCa
     if arg is None:
         return None
     if forwarded.attribute is None:
-        return resolver.resolve(arg)
+        return resolver.resolve(arg) or resolver.scheduled_from(arg)
     return resolver.member(arg, forwarded.attribute)
