@@ -49,7 +49,7 @@ from ema_lint.analysis.objects.apis import (
 from ema_lint.analysis.objects.averaging import Use
 from ema_lint.analysis.syntax.context import FileContext
 from ema_lint.analysis.syntax.names import ImportTable, dotted_name
-from ema_lint.analysis.syntax.values import ValueResolver
+from ema_lint.analysis.syntax.values import ValueResolver, rewraps
 from ema_lint.analysis.syntax.vocabulary import AVERAGE_COMPOUNDS, averaged_identifier
 from ema_lint.analysis.training.decays import HAND_MADE, hand_weight
 from ema_lint.analysis.training.forwarded import ForwardedCall
@@ -554,7 +554,7 @@ class ProjectLink:
         for binding in resolver.bindings_of(name) or ():
             value = binding.value
             if binding.kind == "assign" and isinstance(value, cst.Call):
-                if _takes(value, name.value):
+                if rewraps(value, name.value):
                     continue  # the same object, wrapped or moved
                 found.extend(q for q in imports.qualified_names(value.func) if q not in found)
             elif binding.kind == "param" and isinstance(binding.function, cst.FunctionDef):
@@ -821,17 +821,6 @@ class ProjectLink:
             summary = self._summary(module)
             if summary is not None and summary.calls:
                 yield module, summary
-
-
-def _takes(call: cst.Call, name: str) -> bool:
-    """``call`` is given the object ``name`` holds: as an argument, or as the receiver of
-    a method (``model.cuda()``)."""
-    func = call.func
-    while isinstance(func, cst.Attribute):
-        func = func.value
-        if isinstance(func, cst.Name) and func.value == name:
-            return isinstance(call.func, cst.Attribute) and call.func.value is func
-    return any(isinstance(a.value, cst.Name) and a.value.value == name for a in call.args)
 
 
 def _forwarded_call(record: ForwardedSummary, where: str) -> ForwardedCall | None:

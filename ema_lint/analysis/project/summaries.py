@@ -53,11 +53,16 @@ from ema_lint.analysis.objects.updates import (
 )
 from ema_lint.analysis.syntax.context import FileContext
 from ema_lint.analysis.syntax.names import ImportTable, dotted_name
-from ema_lint.analysis.syntax.values import ValueResolver, argument_passed, is_time_constant
+from ema_lint.analysis.syntax.values import (
+    ValueResolver,
+    argument_passed,
+    is_time_constant,
+    positional_names,
+)
 from ema_lint.analysis.syntax.vocabulary import is_averaged_name, names_an_average, tokens
 from ema_lint.analysis.training.decays import HAND_MADE, DecaySettings
 from ema_lint.analysis.training.evaluation import EvaluationSites
-from ema_lint.analysis.training.forwarded import CALL_METHODS, called_as, positional_params
+from ema_lint.analysis.training.forwarded import CALL_METHODS, called_as
 from ema_lint.analysis.training.modes import ModeTracker
 
 from ..syntax.params import all_params
@@ -1119,7 +1124,7 @@ class _Extractor:
             record = ForwardedSummary(
                 name,
                 0,
-                list(positional_params(weight.function, self.index)),
+                list(positional_names(weight.function)),
                 weight.param,
                 weight.attribute,
                 api,

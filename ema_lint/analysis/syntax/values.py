@@ -1384,6 +1384,10 @@ def _positional_names(function: cst.FunctionDef) -> tuple[str, ...]:
     return tuple(names)
 
 
+positional_names = _positional_names  # for the layers above: what a call's positions bind
+rewraps = _rewraps  # ``model = DDP(model)`` / ``model = model.cuda()`` keeps the object
+
+
 def _argument_for(
     function: cst.FunctionDef, param: cst.Param, call: cst.Call
 ) -> cst.BaseExpression | object | None:

@@ -115,14 +115,6 @@ def called_as(index: ModuleIndex, function: cst.FunctionDef) -> str | None:
     return None
 
 
-def positional_params(function: cst.FunctionDef, index: ModuleIndex) -> tuple[str, ...]:
-    """The positional parameters a call fills, in order (``self`` left out of a method)."""
-    names = tuple(p.name.value for p in (*function.params.posonly_params, *function.params.params))
-    if index.enclosing(function, cst.ClassDef, cst.FunctionDef) is not None:
-        return names[1:]
-    return names
-
-
 def passed_argument(call: cst.Call, forwarded: ForwardedCall) -> cst.BaseExpression | None:
     """The argument ``call`` passes for ``forwarded``'s parameter (None: not passed, or a
     starred argument may hold it)."""
