@@ -36,7 +36,9 @@ fallback when the automaton is not installed). A gate that is a trigger itself s
 question; otherwise only the triggers attached to a gate that is present are tested
 exactly, identifier and component triggers with expressions that start with their literal
 (so the regex engine's fast prefix search runs). Matching works on the raw bytes, or on the
-text for the flake8 plugin; comments and strings count.
+text for the flake8 plugin. Literal triggers count anywhere (``# noqa`` is a comment);
+a name test reads the code's identifiers and those of name-like strings, not comments,
+docstrings or messages.
 """
 
 from __future__ import annotations
@@ -115,18 +117,57 @@ def _name_test(trigger: bytes) -> tuple[Callable[[str], bool], tuple[str, ...]]:
 
 _IDENTIFIERS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _IDENTIFIERS_BYTES = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+# Prose: a comment, or a string literal holding whitespace (a docstring, a message). An
+# f-string is code (its fields are expressions) and a string without whitespace may be a
+# name (a config key ``"ema_decay"``, ``getattr(args, "ema")``, a registry ``type="EMAHook"``),
+# so both are kept. Strings are matched whole, so a ``#`` inside one is no comment.
+_PROSE_SOURCE = (
+    r"#[^\r\n]*"
+    r"|(?P<prefix>[rRbBuUfF]{0,2})"
+    r"(?P<body>\"\"\"(?:[^\\]|\\.)*?\"\"\"|\'\'\'(?:[^\\]|\\.)*?\'\'\'"
+    r"|\"(?:[^\"\\\r\n]|\\.)*\"|\'(?:[^\'\\\r\n]|\\.)*\')"
+)
+_PROSE = re.compile(_PROSE_SOURCE, re.DOTALL)
+_PROSE_BYTES = re.compile(_PROSE_SOURCE.encode(), re.DOTALL)
+_SPACE = re.compile(r"\s")
+_SPACE_BYTES = re.compile(rb"\s")
+
+
+def _names_of(data: Any) -> set[Any]:
+    """The identifiers of ``data`` outside its comments and prose strings.
+
+    A name test asks whether the *code* names an average: "running average" in a docstring
+    or a comment names nothing the analysis reads, and in a model library such prose is in
+    most files that read weights."""
+    text = isinstance(data, str)
+    prose, space, names = (
+        (_PROSE, _SPACE, _IDENTIFIERS) if text else (_PROSE_BYTES, _SPACE_BYTES, _IDENTIFIERS_BYTES)
+    )
+    found: set[Any] = set()
+    start = 0
+    for match in prose.finditer(data):
+        found.update(names.findall(data, start, match.start()))
+        start = match.end()
+        body = match.group("body")
+        if body is None:  # a comment
+            continue
+        prefix = match.group("prefix")
+        if ("f" in prefix.lower() if text else b"f" in prefix.lower()) or not space.search(body):
+            found.update(names.findall(body))
+    found.update(names.findall(data, start))
+    return found
 
 
 def _any_name(data: Any, trigger: Names) -> bool:
-    """Whether an identifier of ``data`` (bytes or text) passes the trigger's test.
+    """Whether an identifier of ``data``'s code (bytes or text) passes the trigger's test.
 
     Only identifiers holding one of its words (in any case) can pass: the distinct
     identifiers are joined into one lower-cased text, the words are found there in one
     regular-expression pass, and only the identifiers around a hit are tested."""
     if isinstance(data, str):
-        joined = "\n".join(set(_IDENTIFIERS.findall(data)))
+        joined = "\n".join(_names_of(data))
     else:
-        joined = b"\n".join(set(_IDENTIFIERS_BYTES.findall(data))).decode("ascii")
+        joined = b"\n".join(_names_of(data)).decode("ascii")
     lower = joined.lower()
     test = trigger.test
     tested: set[int] = set()

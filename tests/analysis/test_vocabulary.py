@@ -97,3 +97,30 @@ def _compound(name: str) -> bool:
     from ema_lint.analysis.syntax.vocabulary import AVERAGE_COMPOUNDS
 
     return any(c in name for c in AVERAGE_COMPOUNDS)
+
+
+def test_pooling_layers_and_gradient_moments_are_not_averaged_weights() -> None:
+    # "avg" names a layer or an optimizer's moments here, never a copy of the weights.
+    for name in ("AvgPool2d", "avg_pool", "adaptive_avg_pool2d", "average_pooling"):
+        assert not averaged_identifier(name), name
+    for name in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq", "square_avg"):
+        assert not averaged_identifier(name), name
+    # A word that says so still does, whatever else the name holds.
+    for name in ("avg_model", "avg_params", "exp_avg_model", "ema_pool", "swa_pool_model"):
+        assert averaged_identifier(name), name
+
+
+@given(_identifiers(), st.sampled_from(["# {}\n", '"""A {} here."""\n', "x = 'the {} of it'\n"]))
+def test_names_in_prose_admit_nothing(name: str, shape: str) -> None:
+    # Comments, docstrings and messages name nothing the analysis reads.
+    text = shape.format(name)
+    assert not _filter(AVERAGED_NAME).matches(text), text
+    assert not _filter(AVERAGED_NAME).matches(text.encode()), text
+
+
+def test_names_in_name_like_strings_and_f_strings_admit() -> None:
+    probe = _filter(AVERAGED_NAME)
+    assert probe.matches("decay = cfg['ema_decay']\n")  # a config key
+    assert probe.matches('print(f"decay {model_ema.decay}")\n')  # a field of an f-string
+    assert probe.matches("s = '# not a comment'; model_ema = 1\n")
+    assert not probe.matches("s = 'a # b'  # model_ema\n")

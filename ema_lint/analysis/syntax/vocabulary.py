@@ -104,6 +104,24 @@ def is_averaged_name(name: str) -> bool:
     return any(averaged_identifier(part) for part in _IDENTIFIER.findall(last))
 
 
+# "avg" in these names is no average of weights: a pooling layer (``AvgPool2d``,
+# ``adaptive_avg_pool2d``, ``avg_pool_fn``) or an optimizer's running moments of the
+# gradients (Adam's ``exp_avg``/``exp_avg_sq``, RMSprop's ``square_avg``). In a model
+# library they are in most files, next to weights read and a ``1 -``.
+_POOLING_TOKENS = frozenset({"pool", "pooling"})
+_MOMENT_TOKENS = frozenset({"exp", "avg", "sq", "sqs", "max", "square", "row", "col"})
+_LOOSE_AVERAGE_WORDS = frozenset({"avg", "average"})
+
+
+def _not_weights(words: set[str]) -> bool:
+    """The only average word is "avg"/"average" and it names a layer or gradient moments."""
+    if not (words & AVERAGED_WORDS) <= _LOOSE_AVERAGE_WORDS:
+        return False
+    if words & _POOLING_TOKENS:
+        return True
+    return "avg" in words and words <= _MOMENT_TOKENS and bool(words & {"exp", "sq", "square"})
+
+
 def averaged_identifier(identifier: str) -> bool:
     """``is_averaged_name`` for one identifier: what the pre-filter tests on a file's names."""
     lower = identifier.lower()
@@ -111,7 +129,7 @@ def averaged_identifier(identifier: str) -> bool:
         return False  # every accepted identifier holds one (a shortcut, same answer)
     words = set(tokens(identifier))
     if not words.isdisjoint(AVERAGED_WORDS):
-        return True
+        return not _not_weights(words)
     return any(words.issuperset(pair) for pair in _PAIRS)
 
 
