@@ -92,11 +92,16 @@ class Names(bytes):
 
 
 _NAME_TESTS: dict[bytes, tuple[Callable[[str], bool], tuple[str, ...]]] = {}
+_CODE_ONLY = "#code"
 
 
-def names(test: Callable[[str], bool], words: Iterable[str]) -> Names:
-    """Trigger on an identifier for which ``test`` is true; ``words`` gate the test."""
-    key = f"{test.__module__}:{test.__qualname__}".encode()
+def names(test: Callable[[str], bool], words: Iterable[str], strings: bool = True) -> Names:
+    """Trigger on an identifier for which ``test`` is true; ``words`` gate the test.
+
+    With ``strings=False`` only identifiers of the code count, not those of name-like
+    strings: for evidence the analysis takes from a name it binds (a parameter), never from
+    a subscript key or an attribute spelled as a string."""
+    key = f"{test.__module__}:{test.__qualname__}{'' if strings else _CODE_ONLY}".encode()
     gates = tuple(sorted(words))
     if not gates or not all(_WORD.match(w) for w in gates):
         raise ValueError(f"names() gates are lowercase ASCII words, got {gates!r}")
@@ -121,11 +126,11 @@ _IDENTIFIERS_BYTES = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 # f-string is code (its fields are expressions) and a string without whitespace may be a
 # name (a config key ``"ema_decay"``, ``getattr(args, "ema")``, a registry ``type="EMAHook"``),
 # so both are kept. Strings are matched whole, so a ``#`` inside one is no comment.
-_PROSE_SOURCE = (
+_PROSE_SOURCE = (  # loops unrolled, and every branch starts with its one character
     r"#[^\r\n]*"
-    r"|(?P<prefix>[rRbBuUfF]{0,2})"
-    r"(?P<body>\"\"\"(?:[^\\]|\\.)*?\"\"\"|\'\'\'(?:[^\\]|\\.)*?\'\'\'"
-    r"|\"(?:[^\"\\\r\n]|\\.)*\"|\'(?:[^\'\\\r\n]|\\.)*\')"
+    r"|(?P<body>\"\"\"[^\"\\]*(?:(?:\\.|\"(?!\"\"))[^\"\\]*)*\"\"\""
+    r"|\'\'\'[^\'\\]*(?:(?:\\.|\'(?!\'\'))[^\'\\]*)*\'\'\'"
+    r"|\"[^\"\\\r\n]*(?:\\.[^\"\\\r\n]*)*\"|\'[^\'\\\r\n]*(?:\\.[^\'\\\r\n]*)*\')"
 )
 _PROSE = re.compile(_PROSE_SOURCE, re.DOTALL)
 _PROSE_BYTES = re.compile(_PROSE_SOURCE.encode(), re.DOTALL)
@@ -133,8 +138,9 @@ _SPACE = re.compile(r"\s")
 _SPACE_BYTES = re.compile(rb"\s")
 
 
-def _names_of(data: Any) -> set[Any]:
-    """The identifiers of ``data`` outside its comments and prose strings.
+def code_names(data: Any, strings: bool = True) -> set[Any]:
+    """The identifiers of ``data`` outside its comments and prose strings (and outside all
+    its strings but f-strings, without ``strings``).
 
     A name test asks whether the *code* names an average: "running average" in a docstring
     or a comment names nothing the analysis reads, and in a model library such prose is in
@@ -151,8 +157,10 @@ def _names_of(data: Any) -> set[Any]:
         body = match.group("body")
         if body is None:  # a comment
             continue
-        prefix = match.group("prefix")
-        if ("f" in prefix.lower() if text else b"f" in prefix.lower()) or not space.search(body):
+        prefix = data[max(0, match.start() - 2) : match.start()]
+        if ("f" in prefix.lower() if text else b"f" in prefix.lower()) or (
+            strings and not space.search(body)
+        ):
             found.update(names.findall(body))
     found.update(names.findall(data, start))
     return found
@@ -164,10 +172,11 @@ def _any_name(data: Any, trigger: Names) -> bool:
     Only identifiers holding one of its words (in any case) can pass: the distinct
     identifiers are joined into one lower-cased text, the words are found there in one
     regular-expression pass, and only the identifiers around a hit are tested."""
+    strings = not trigger.endswith(_CODE_ONLY.encode())
     if isinstance(data, str):
-        joined = "\n".join(_names_of(data))
+        joined = "\n".join(code_names(data, strings))
     else:
-        joined = b"\n".join(_names_of(data)).decode("ascii")
+        joined = b"\n".join(code_names(data, strings)).decode("ascii")
     lower = joined.lower()
     test = trigger.test
     tested: set[int] = set()

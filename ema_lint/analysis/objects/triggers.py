@@ -27,7 +27,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ema_lint.analysis.objects.apis import API_SPECS, ApiSpec, Role
-from ema_lint.analysis.syntax.vocabulary import AVERAGE_COMPOUNDS, AVERAGED_NAME, NAMED_AVERAGE
+from ema_lint.analysis.syntax.vocabulary import (
+    AVERAGE_COMPOUNDS,
+    AVERAGED_CODE_NAME,
+    AVERAGED_NAME,
+    NAMED_AVERAGE,
+)
 from ema_lint.prefilter import identifier
 
 Group = tuple[tuple[bytes, ...], ...]
@@ -135,8 +140,12 @@ UPDATE_EVIDENCE = OBJECT_EVIDENCE | Evidence(
 # Any averaging object or update the loop rules follow, hand-made shadows included.
 AVERAGING_EVIDENCE = UPDATE_EVIDENCE | Evidence(triggers=AVERAGED_NAMES)
 # Updates that make a new value instead of writing in place, judged by their coefficients
-# only: JAX's tree maps and helpers returning the average (``return ema * d + p * (1 - d)``),
-# whose shadow is always a name that says "averaged".
+# only: JAX's tree maps (whose trees may be ``state['ema']``) and helpers returning the
+# average (``return ema * d + p * (1 - d)``), whose shadow is a parameter: a name of the
+# code, which a value string (``global_pool='avg'``) is not.
 FUNCTIONAL_UPDATE_EVIDENCE = UPDATE_EVIDENCE | Evidence(
-    groups=(((b"tree_map", b"tree.map", b"tree_multimap", b"return"), AVERAGED_NAMES, _COMPLEMENT),)
+    groups=(
+        ((b"tree_map", b"tree.map", b"tree_multimap"), AVERAGED_NAMES, _COMPLEMENT),
+        ((b"return",), (AVERAGED_CODE_NAME, *_COMPOUNDS), _COMPLEMENT),
+    )
 )

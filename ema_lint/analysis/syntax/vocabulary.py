@@ -151,4 +151,6 @@ def names_an_average(code: str, words: frozenset[str] = AVERAGE_WORDS) -> bool:
 # The pre-filter triggers for "a name of the file says it holds averaged weights" and "a
 # name of the file names an average".
 AVERAGED_NAME = names(averaged_identifier, AVERAGED_NAME_WORDS)
+# ... and a name of the file's code (a parameter, a variable) says so.
+AVERAGED_CODE_NAME = names(averaged_identifier, AVERAGED_NAME_WORDS, strings=False)
 NAMED_AVERAGE = names(average_word_identifier, AVERAGE_WORDS)
