@@ -23,7 +23,7 @@ import libcst as cst
 
 from . import dependencies, limits
 from .analysis.objects.averaging import AveragingObjects
-from .analysis.project.admission import imports_averaging
+from .analysis.project.admission import project_admits
 from .analysis.project.model import ProjectLink
 from .analysis.project.model import parsed as parsed_for_summary
 from .analysis.syntax.context import FileContext
@@ -211,7 +211,7 @@ def analyze(
     if (
         settings.prefilter
         and not prefilter_for(settings.filter_rules()).matches(text_for_matching(data))
-        and not imports_averaging(path, data)
+        and not project_admits(path, data)
     ):
         return analysis
     if settings.noqa and _file_noqa(data):

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 from . import registry
 from ._version import __version__
-from .analysis.project.admission import imports_averaging
+from .analysis.project.admission import project_admits
 from .config import ConfigError, Overrides, Settings
 from .options import OptionError
 from .prefilter import PreFilter, for_rules
@@ -128,7 +128,7 @@ class EmaLintChecker:
         # libcst or of the rules.
         imports: bool | None = None
         if not registry.default_prefilter().matches(source):
-            imports = imports_averaging(self.filename, source)
+            imports = project_admits(self.filename, source)
             if not imports:
                 return
         settings = self._get_settings()
@@ -138,7 +138,7 @@ class EmaLintChecker:
             raise _stop(settings.errors[0])
         if file_settings.prefilter and not _prefilter(file_settings).matches(source):
             if imports is None:
-                imports = imports_averaging(self.filename, source)
+                imports = project_admits(self.filename, source)
             if not imports:
                 return
         engine = _engine()

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import dependencies
-from .analysis.project.admission import about_averaging, imports, imports_averaging
+from .analysis.project.admission import project_admits
 from .cache import Cache, StatIndex, content_hash, portable, settings_key
 from .config import Settings
 from .decoding import text_for_matching
@@ -218,7 +218,7 @@ def _settle(
         prefilter = _prefilter(file_settings)
         if not prefilter.matches(text_for_matching(data)):
             consulted: list[str] = []
-            if not about_averaging(imports(display, data), consulted):
+            if not project_admits(display, data, consulted):
                 files = list(dict.fromkeys(consulted))
                 return FileOutcome(display), _skip_verdict(prefilter.fingerprint, files)
     if cache is None:
@@ -331,7 +331,7 @@ def _engine_file(
     if (
         unfiltered
         and not _prefilter(file_settings).matches(text_for_matching(data))
-        and not imports_averaging(name, data)
+        and not project_admits(name, data)
     ):
         return FileOutcome(name)  # what the parent's pre-filter would have settled
     _summaries_in(cache)

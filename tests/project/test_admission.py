@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ema_lint.analysis.project.admission import imports_averaging
+from ema_lint.analysis.project.admission import project_admits
 
 _AVERAGING = """
 import copy
@@ -34,7 +34,7 @@ def _project(tmp_path: Path, files: dict[str, str]) -> Path:
 def _admits(root: Path, importer: str) -> bool:
     path = root / "train.py"
     path.write_text(importer)
-    return imports_averaging(str(path), importer.encode())
+    return project_admits(str(path), importer.encode())
 
 
 def test_the_averaging_class_admits_and_another_name_of_its_module_does_not(
@@ -83,3 +83,51 @@ def test_averaging_named_only_in_comments_and_docstrings_is_no_evidence(tmp_path
     root = _project(tmp_path, {"blend.py": code})
     assert not _admits(root, "from blend import Blend\nBlend()(1, 2)\n")
     assert _admits(root, "from blend import shadow_of\nshadow_of(net)\n")
+
+
+_HELPER = """
+def train_one_epoch(model, loader, optimizer, tracker):
+    for x, y in loader:
+        model(x).sum().backward()
+        tracker.update(model)
+        optimizer.step()
+"""
+
+
+def _receives(root: Path, name: str) -> bool:
+    path = root / name
+    return project_admits(str(path), path.read_bytes())
+
+
+def test_a_helper_is_admitted_when_a_caller_hands_it_an_averaged_object(tmp_path: Path) -> None:
+    caller = "from engine import train_one_epoch\n\ntrain_one_epoch(net, data, opt, model_ema)\n"
+    root = _project(tmp_path, {"engine.py": _HELPER, "main.py": caller})
+    assert _receives(root, "engine.py")
+
+
+def test_a_name_bound_from_an_averaging_maker_counts_and_other_bindings_do_not(
+    tmp_path: Path,
+) -> None:
+    made = "from engine import train_one_epoch\ntracker = timm.utils.ModelEmaV3(net)\n"
+    root = _project(
+        tmp_path,
+        {"engine.py": _HELPER, "main.py": made + "train_one_epoch(net, d, o, tracker)\n"},
+    )
+    assert _receives(root, "engine.py")
+    # A value that only mentions an averaged name is not made by it.
+    other = "from engine import train_one_epoch\ntracker = build(encoder_key)\n"
+    (root / "main.py").write_text(other + "train_one_epoch(net, d, o, tracker)\n")
+    assert not _receives(root, "engine.py")
+
+
+def test_no_caller_or_a_plain_argument_admits_nothing(tmp_path: Path) -> None:
+    plain = "from engine import train_one_epoch\n\ntrain_one_epoch(net, data, opt, meter)\n"
+    root = _project(tmp_path, {"engine.py": _HELPER, "main.py": plain})
+    assert not _receives(root, "engine.py")
+    # The averaged name in a comment or a docstring is no argument.
+    (root / "main.py").write_text(plain.replace("meter)", "meter)  # model_ema"))
+    assert not _receives(root, "engine.py")
+    # A module that does not train is judged at its call, not parsed for it.
+    (root / "engine.py").write_text("def evaluate(model, loader):\n    return model(loader)\n")
+    (root / "main.py").write_text("from engine import evaluate\nevaluate(model_ema, data)\n")
+    assert not _receives(root, "engine.py")

@@ -54,9 +54,9 @@ from ema_lint.analysis.syntax.vocabulary import AVERAGE_COMPOUNDS, averaged_iden
 from ema_lint.analysis.training.decays import HAND_MADE, hand_weight
 from ema_lint.analysis.training.forwarded import ForwardedCall
 
-from . import resolution
-from .admission import EVIDENCE, PROSE, definition, imports_of, reexports
-from .resolution import ModuleFile
+from . import admission, resolution
+from .admission import PROSE, definition, has_evidence, imports_of, reexports
+from .resolution import ModuleFile, project_files
 from .summaries import (
     ClassSummary,
     EvaluatorSummary,
@@ -74,20 +74,6 @@ from .summaries import (
 
 MAX_REEXPORTS = 3
 MAX_FILE_BYTES = 2_000_000
-MAX_PROJECT_FILES = 3000
-_SKIP_DIRS = {
-    "__pycache__",
-    "node_modules",
-    "site-packages",
-    "build",
-    "dist",
-    "venv",
-    ".venv",
-    "env",
-    ".tox",
-    ".git",
-    ".ema_lint_cache",
-}
 
 
 # Summaries, once per content ------------------------------------------------------------------
@@ -254,7 +240,7 @@ def averaging_evidence(body: bytes) -> bool:
     if any(c in body for c in _COMPOUNDS):
         return True
     unprosed = PROSE.sub(b" ", body)
-    if EVIDENCE.search(unprosed) is not None or _API_NAMES.search(unprosed) is not None:
+    if has_evidence(unprosed) or _API_NAMES.search(unprosed) is not None:
         return True  # (a table API: a subclass or a wrapper, ``optax.incremental_update``)
     code = _NOT_CODE.sub(b" ", unprosed)
     return any(averaged_identifier(m.decode("ascii")) for m in set(_IDENTIFIER.findall(code)))
@@ -851,26 +837,6 @@ def _forwarded_call(record: ForwardedSummary, where: str) -> ForwardedCall | Non
     )
 
 
-_PROJECT_FILES: dict[str, list[str]] = {}
-
-
-def project_files(base: str) -> list[str]:
-    """The Python files under a project root (bounded; build and environment folders left out)."""
-    found = _PROJECT_FILES.get(base)
-    if found is not None:
-        return found
-    found = []
-    for folder, dirs, files in os.walk(base):
-        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
-        for name in sorted(files):
-            if name.endswith(".py"):
-                found.append(os.path.join(folder, name))
-        if len(found) >= MAX_PROJECT_FILES:
-            break
-    _PROJECT_FILES[base] = found
-    return found
-
-
 def _could_step(body: bytes, is_class: bool) -> bool:
     """What a step-helper record needs, by bytes: a function steps an optimizer argument
     (``.step(`` on something named ``optim...``); a class does that or runs ``backward``
@@ -910,10 +876,10 @@ def step_helper_names(base: str) -> frozenset[bytes]:
 
 def forget() -> None:
     """Forget listings and file reads (the files may have changed)."""
-    _PROJECT_FILES.clear()
     _STEP_HELPERS.clear()
     STORE.files.clear()
     resolution.clear()
+    admission.forget()
 
 
 # Specs from summaries --------------------------------------------------------------------------

@@ -31,6 +31,20 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
 
 _MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 MAX_PARENTS = 32
+MAX_PROJECT_FILES = 3000
+_SKIP_DIRS = {
+    "__pycache__",
+    "node_modules",
+    "site-packages",
+    "build",
+    "dist",
+    "venv",
+    ".venv",
+    "env",
+    ".tox",
+    ".git",
+    ".ema_lint_cache",
+}
 
 
 @dataclass(frozen=True)
@@ -206,6 +220,7 @@ def _init_of(folder: str) -> str | None:
 
 def clear() -> None:
     """Forget every lookup (the file system changed: tests, a long-lived process)."""
+    _PROJECT_FILES.clear()
     for function in (
         _resolve,
         _is_package,
@@ -216,3 +231,23 @@ def clear() -> None:
         _namespace_roots,
     ):
         function.cache_clear()
+
+
+_PROJECT_FILES: dict[str, list[str]] = {}
+
+
+def project_files(base: str) -> list[str]:
+    """The Python files under a project root (bounded; build and environment folders left out)."""
+    found = _PROJECT_FILES.get(base)
+    if found is not None:
+        return found
+    found = []
+    for folder, dirs, files in os.walk(base):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
+        for name in sorted(files):
+            if name.endswith(".py"):
+                found.append(os.path.join(folder, name))
+        if len(found) >= MAX_PROJECT_FILES:
+            break
+    _PROJECT_FILES[base] = found
+    return found
