@@ -122,10 +122,13 @@ def _name_test(trigger: bytes) -> tuple[Callable[[str], bool], tuple[str, ...]]:
 
 _IDENTIFIERS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _IDENTIFIERS_BYTES = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
-# Prose: a comment, or a string literal holding whitespace (a docstring, a message). An
-# f-string is code (its fields are expressions) and a string without whitespace may be a
-# name (a config key ``"ema_decay"``, ``getattr(args, "ema")``, a registry ``type="EMAHook"``),
-# so both are kept. Strings are matched whole, so a ``#`` inside one is no comment.
+# Prose and values: comments, and string literals, whose identifiers a name test does not
+# read. An f-string is code (its fields are expressions). A string is read as a name only
+# where the analysis takes one from it: a subscript key (``ckpt['ema']``, ``self.shadow
+# ['w']``) or the name given to ``getattr``/``get``/``pop`` (``getattr(args, 'ema')``,
+# ``cfg.get('ema_decay')``), and only without whitespace. A value (``global_pool='avg'``,
+# ``mode == 'avg'``, ``('avg', 'max')``) names no object. Strings are matched whole, so a
+# ``#`` inside one is no comment.
 _PROSE_SOURCE = (  # loops unrolled, and every branch starts with its one character
     r"#[^\r\n]*"
     r"|(?P<body>\"\"\"[^\"\\]*(?:(?:\\.|\"(?!\"\"))[^\"\\]*)*\"\"\""
@@ -136,18 +139,26 @@ _PROSE = re.compile(_PROSE_SOURCE, re.DOTALL)
 _PROSE_BYTES = re.compile(_PROSE_SOURCE.encode(), re.DOTALL)
 _SPACE = re.compile(r"\s")
 _SPACE_BYTES = re.compile(rb"\s")
+_KEY_SOURCE = (
+    r"(?:\[|\b(?:getattr|hasattr|setattr|delattr|get|pop|setdefault)\((?:\s*[\w.]+\s*,)?)"
+    r"\s*[rRbBuU]{0,2}\Z"
+)
+_KEY = re.compile(_KEY_SOURCE)
+_KEY_BYTES = re.compile(_KEY_SOURCE.encode())
 
 
 def code_names(data: Any, strings: bool = True) -> set[Any]:
-    """The identifiers of ``data`` outside its comments and prose strings (and outside all
-    its strings but f-strings, without ``strings``).
+    """The identifiers of ``data`` outside its comments and strings, but for f-strings and
+    (with ``strings``) the strings that stand as names (see ``_PROSE_SOURCE``).
 
     A name test asks whether the *code* names an average: "running average" in a docstring
     or a comment names nothing the analysis reads, and in a model library such prose is in
     most files that read weights."""
     text = isinstance(data, str)
-    prose, space, names = (
-        (_PROSE, _SPACE, _IDENTIFIERS) if text else (_PROSE_BYTES, _SPACE_BYTES, _IDENTIFIERS_BYTES)
+    prose, space, names, key = (
+        (_PROSE, _SPACE, _IDENTIFIERS, _KEY)
+        if text
+        else (_PROSE_BYTES, _SPACE_BYTES, _IDENTIFIERS_BYTES, _KEY_BYTES)
     )
     found: set[Any] = set()
     start = 0
@@ -157,13 +168,29 @@ def code_names(data: Any, strings: bool = True) -> set[Any]:
         body = match.group("body")
         if body is None:  # a comment
             continue
-        prefix = data[max(0, match.start() - 2) : match.start()]
+        before = data[max(0, match.start() - 48) : match.start()]
+        prefix = before[-2:]
         if ("f" in prefix.lower() if text else b"f" in prefix.lower()) or (
-            strings and not space.search(body)
+            strings and not space.search(body) and key.search(before) is not None
         ):
             found.update(names.findall(body))
     found.update(names.findall(data, start))
     return found
+
+
+def without_prose(data: bytes) -> bytes:
+    """``data`` with its comments and the strings that hold whitespace (docstrings,
+    messages: "the average of the batch") blanked, for evidence that must be code."""
+    parts: list[bytes] = []
+    start = 0
+    for match in _PROSE_BYTES.finditer(data):
+        body = match.group("body")
+        if body is not None and _SPACE_BYTES.search(body) is None:
+            continue  # a name-like string stays
+        parts.append(data[start : match.start()])
+        start = match.end()
+    parts.append(data[start:])
+    return b" ".join(parts)
 
 
 def _any_name(data: Any, trigger: Names) -> bool:

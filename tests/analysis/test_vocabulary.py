@@ -124,3 +124,13 @@ def test_names_in_name_like_strings_and_f_strings_admit() -> None:
     assert probe.matches('print(f"decay {model_ema.decay}")\n')  # a field of an f-string
     assert probe.matches("s = '# not a comment'; model_ema = 1\n")
     assert not probe.matches("s = 'a # b'  # model_ema\n")
+
+
+def test_value_strings_name_nothing_and_key_strings_do() -> None:
+    probe = _filter(AVERAGED_NAME)
+    values = ("m = Net(global_pool='avg')\n", "if mode == 'ema': pass\n", "x = ('avg', 'max')\n")
+    for text in values:
+        assert not probe.matches(text), text
+    for text in ("w = ckpt['ema']\n", "e = getattr(args, 'ema')\n", "d = cfg.get('ema_decay')\n"):
+        assert probe.matches(text), text
+        assert probe.matches(text.encode()), text

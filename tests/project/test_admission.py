@@ -131,3 +131,25 @@ def test_no_caller_or_a_plain_argument_admits_nothing(tmp_path: Path) -> None:
     (root / "engine.py").write_text("def evaluate(model, loader):\n    return model(loader)\n")
     (root / "main.py").write_text("from engine import evaluate\nevaluate(model_ema, data)\n")
     assert not _receives(root, "engine.py")
+
+
+def test_messages_and_lerps_of_no_weights_are_no_evidence(tmp_path: Path) -> None:
+    # A lerp of latents, and "average" in an error message, say nothing about weights.
+    pipeline = (
+        "import torch\n\n\n"
+        "class Blender:\n"
+        "    def __call__(self, a, b, t):\n"
+        "        if t < 0:\n"
+        "            raise ValueError('t must be a positive average weight')\n"
+        "        return torch.lerp(a, b, t)\n"
+    )
+    # A lerp of a model's parameters is an average whatever it is called.
+    tracker = (
+        "class Tracker:\n"
+        "    def update(self, model):\n"
+        "        for t, s in zip(self.copy.parameters(), model.parameters()):\n"
+        "            t.lerp_(s, 1 - self.decay)\n"
+    )
+    root = _project(tmp_path, {"blend.py": pipeline, "track.py": tracker})
+    assert not _admits(root, "from blend import Blender\nBlender()(x, y, 0.5)\n")
+    assert _admits(root, "from track import Tracker\nTracker().update(net)\n")

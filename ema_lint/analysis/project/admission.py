@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ema_lint.analysis.syntax.vocabulary import averaged_identifier
-from ema_lint.prefilter import code_names
+from ema_lint.prefilter import code_names, without_prose
 
 from .resolution import module_for_path, project_files, project_root, resolve
 
@@ -42,7 +42,12 @@ _IMPORT = re.compile(
 EVIDENCE = re.compile(
     rb"(?<![A-Za-z\"'])ema(?![a-z\"'])|(?<![A-Z])Ema(?![a-z])|(?<![A-Z])EMA(?![A-Z]{2}|[a-z])"
     rb"|(?<![A-Za-z])swa(?![a-z])|(?<![A-Z])Swa(?![a-z])|(?<![A-Z])SWA(?![A-Z]{2}|[a-z])"
-    rb"|[Aa]verag|shadow|Shadow|polyak|Polyak|teacher|Teacher|lerp"
+    rb"|[Aa]verag|shadow|Shadow|polyak|Polyak|teacher|Teacher"
+    # A ``lerp`` of weights read from a model: an average with no averaging word (``for t,
+    # s in zip(self.target.parameters(), ...): t.lerp_(s, 1 - self.decay)``). A lerp of
+    # latents or colours in a pipeline reads no weights.
+    rb"|lerp(?=(?:.|\n){0,400}?(?:parameters|state_dict|buffers)\()"
+    rb"|(?:parameters|state_dict|buffers)\((?=(?:.|\n){0,400}?lerp)"
 )
 # Every match of ``EVIDENCE`` starts with one of these: found by ``bytes.find`` and checked
 # there, a search costs a few scans of the text instead of the alternation tried at every
@@ -63,6 +68,9 @@ _EVIDENCE_STARTS = (
     b"teacher",
     b"Teacher",
     b"lerp",
+    b"parameters(",
+    b"state_dict(",
+    b"buffers(",
 )
 
 
@@ -78,9 +86,6 @@ def has_evidence(data: bytes) -> bool:
     return False
 
 
-# Comments and docstrings (triple-quoted strings): prose, where "a weighted average of the
-# noise" names no averaged weights. Evidence is looked for in what is left.
-PROSE = re.compile(rb"#[^\n]*|'''.*?'''|\"\"\".*?\"\"\"", re.S)
 _TOP_LEVEL = re.compile(rb"^[^\s#)\]}]", re.MULTILINE)
 MAX_IMPORTS = 64
 MAX_NAMES = 16
@@ -114,11 +119,12 @@ def _at_line_start(data: bytes, name: bytes, prefixes: tuple[bytes, ...]) -> int
 
 
 def spells_averaging(data: bytes) -> bool:
-    """``EVIDENCE`` outside comments and docstrings (a scan of the bytes first: most text
-    holds no evidence at all, and then there is no prose to take out)."""
+    """``EVIDENCE`` outside comments, docstrings and messages, where "a weighted average of
+    the noise" names no averaged weights (a scan of the bytes first: most text holds no
+    evidence at all, and then there is no prose to take out)."""
     if not has_evidence(data):
         return False
-    return has_evidence(PROSE.sub(b" ", data))
+    return has_evidence(without_prose(data))
 
 
 def definition(data: bytes, name: str) -> bytes | None:

@@ -53,9 +53,10 @@ from ema_lint.analysis.syntax.values import ValueResolver, rewraps
 from ema_lint.analysis.syntax.vocabulary import AVERAGE_COMPOUNDS, averaged_identifier
 from ema_lint.analysis.training.decays import HAND_MADE, hand_weight
 from ema_lint.analysis.training.forwarded import ForwardedCall
+from ema_lint.prefilter import without_prose
 
 from . import admission, resolution
-from .admission import PROSE, definition, has_evidence, imports_of, reexports
+from .admission import definition, has_evidence, imports_of, reexports
 from .resolution import ModuleFile, project_files
 from .summaries import (
     ClassSummary,
@@ -239,7 +240,7 @@ def averaging_evidence(body: bytes) -> bool:
     ``avg_model``; comments and strings left out: ``global_pool='avg'`` names no average)."""
     if any(c in body for c in _COMPOUNDS):
         return True
-    unprosed = PROSE.sub(b" ", body)
+    unprosed = without_prose(body)
     if has_evidence(unprosed) or _API_NAMES.search(unprosed) is not None:
         return True  # (a table API: a subclass or a wrapper, ``optax.incremental_update``)
     code = _NOT_CODE.sub(b" ", unprosed)
