@@ -5510,7 +5510,12 @@ RULES = (
         triggers=(),
         trigger_groups=(
             (
-                (b"momentum",),
+                (
+                    b".momentum =",
+                    b".momentum=",
+                    b".momentum  =",
+                    b".momentum\t=",
+                ),
                 (b"modules",),
             ),
         ),

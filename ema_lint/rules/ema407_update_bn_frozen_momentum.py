@@ -96,7 +96,10 @@ class UpdateBnFrozenMomentum(Rule):
     summary = "Hand-written update_bn sets BatchNorm momentum to 0: statistics never move"
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.SAFE
-    trigger_groups = (((b"momentum",), (b"modules",)),)
+    # What the rule reports is an assignment to a layer's ``momentum`` attribute.
+    trigger_groups = (
+        ((b".momentum =", b".momentum=", b".momentum  =", b".momentum\t="), (b"modules",)),
+    )
     requires = (LocalBnUpdates, ValueResolver)
 
     def finish(self) -> None:

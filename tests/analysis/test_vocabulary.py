@@ -101,7 +101,7 @@ def _compound(name: str) -> bool:
 
 def test_pooling_layers_and_gradient_moments_are_not_averaged_weights() -> None:
     # "avg" names a layer or an optimizer's moments here, never a copy of the weights.
-    for name in ("AvgPool2d", "avg_pool", "adaptive_avg_pool2d", "average_pooling"):
+    for name in ("AvgPool2d", "avg_pool", "adaptive_avg_pool2d", "average_pooling", "avg_down"):
         assert not averaged_identifier(name), name
     for name in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq", "square_avg"):
         assert not averaged_identifier(name), name

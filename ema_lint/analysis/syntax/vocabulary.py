@@ -104,11 +104,12 @@ def is_averaged_name(name: str) -> bool:
     return any(averaged_identifier(part) for part in _IDENTIFIER.findall(last))
 
 
-# "avg" in these names is no average of weights: a pooling layer (``AvgPool2d``,
-# ``adaptive_avg_pool2d``, ``avg_pool_fn``) or an optimizer's running moments of the
-# gradients (Adam's ``exp_avg``/``exp_avg_sq``, RMSprop's ``square_avg``). In a model
-# library they are in most files, next to weights read and a ``1 -``.
-_POOLING_TOKENS = frozenset({"pool", "pooling"})
+# "avg" in these names is no average of weights: a pooling layer or an average-pool
+# downsampling option (``AvgPool2d``, ``adaptive_avg_pool2d``, ``avg_down``,
+# ``avg_shortcut``, ``downsample_avg``) or an optimizer's running moments of the gradients
+# (Adam's ``exp_avg``/``exp_avg_sq``, RMSprop's ``square_avg``). In a model library they
+# are in most files, next to weights read and a ``1 -``.
+_POOLING_TOKENS = frozenset({"pool", "pooling", "down", "downsample", "shortcut", "stride"})
 _MOMENT_TOKENS = frozenset({"exp", "avg", "sq", "sqs", "max", "square", "row", "col"})
 _LOOSE_AVERAGE_WORDS = frozenset({"avg", "average"})
 
