@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 from ema_lint.analysis.syntax.vocabulary import averaged_identifier
 from ema_lint.prefilter import code_names, without_prose
@@ -272,19 +273,29 @@ def _name_relevant_uncached(
     return False
 
 
+_T = TypeVar("_T")
+
+
+def _per_content(
+    memo: dict[str, tuple[bytes, _T]], path: str, data: bytes, compute: Callable[[], _T]
+) -> _T:
+    """``compute()`` once per file and content (the bytes ``_read`` keeps, by identity)."""
+    known = memo.get(path)
+    if known is not None and known[0] is data:
+        return known[1]
+    if len(memo) >= MAX_READ:
+        memo.clear()
+    found = compute()
+    memo[path] = (data, found)
+    return found
+
+
 _IMPORTS: dict[str, tuple[bytes, list[Imported]]] = {}
 
 
 def imports_of(path: str, data: bytes) -> list[Imported]:
     """``imports`` of a module read for a re-export, once per content."""
-    known = _IMPORTS.get(path)
-    if known is not None and known[0] is data:
-        return known[1]
-    if len(_IMPORTS) >= MAX_READ:
-        _IMPORTS.clear()
-    found = imports(path, data)
-    _IMPORTS[path] = (data, found)
-    return found
+    return _per_content(_IMPORTS, path, data, lambda: imports(path, data))
 
 
 def about_averaging(imported: list[Imported], consulted: list[str] | None = None) -> bool:
@@ -406,14 +417,7 @@ _IDENTIFIERS: dict[str, tuple[bytes, frozenset[bytes]]] = {}
 
 def _identifiers(path: str, data: bytes) -> frozenset[bytes]:
     """The identifiers of a module, once per content (a caller is asked about many modules)."""
-    known = _IDENTIFIERS.get(path)
-    if known is not None and known[0] is data:
-        return known[1]
-    if len(_IDENTIFIERS) >= MAX_READ:
-        _IDENTIFIERS.clear()
-    found = frozenset(_WORDS.findall(data))
-    _IDENTIFIERS[path] = (data, found)
-    return found
+    return _per_content(_IDENTIFIERS, path, data, lambda: frozenset(_WORDS.findall(data)))
 
 
 def _hands_averaging(path: str, data: bytes, names: list[bytes]) -> bool:
