@@ -630,6 +630,7 @@ class StatIndex:
         self.path = root / self.NAME if root is not None else None
         self.entries: dict[str, list[Any]] = {}
         self.dirty = False
+        self._seen: dict[str, list[int] | None] = {}
         data = _read_regular(self.path) if self.path is not None else None
         try:
             document = json.loads(data) if data is not None else None
@@ -639,6 +640,13 @@ class StatIndex:
                     self.entries = entries
         except ValueError:
             pass
+
+    def signature_now(self, path: str) -> list[int] | None:
+        """``signature(path)``, asked of the file system once per run: the skip verdicts
+        of a package name the same few project modules again and again."""
+        if path not in self._seen:
+            self._seen[path] = self.signature(path)
+        return self._seen[path]
 
     @staticmethod
     def signature(path: str) -> list[int] | None:

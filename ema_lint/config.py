@@ -328,6 +328,7 @@ class Settings:
         self._resolved: dict[tuple[str, Path], str] = {}
         self._real: dict[str, Path] = {}  # each folder as spelled, resolved (once)
         self._excludes: dict[int, tuple[ConfigFile, _Excludes]] = {}
+        self._compiled: dict[tuple[str, ...], _Excludes] = {}
         self._validate_overrides()
         if config_path is not None:
             self._fixed = load_config(config_path)
@@ -417,7 +418,14 @@ class Settings:
             else:
                 patterns = list(DEFAULT_EXCLUDES)
             patterns += config.extend_exclude + o.extend_exclude
-            matcher = self._excludes[id(config)] = (config, _Excludes(patterns))
+            # The spec depends on the patterns alone (paths are made relative to the
+            # configuration's folder by the caller): a run with a configuration per folder
+            # and the same patterns compiles them once.
+            key = tuple(patterns)
+            compiled = self._compiled.get(key)
+            if compiled is None:
+                compiled = self._compiled[key] = _Excludes(patterns)
+            matcher = self._excludes[id(config)] = (config, compiled)
         return matcher[1]
 
     def excluded(self, path: Path, *, is_dir: bool | None = None) -> bool:

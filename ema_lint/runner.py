@@ -253,7 +253,7 @@ def _skip_verdict(fingerprint: str, imported: list[str]) -> str | None:
     return f"skip:{fingerprint}|{json.dumps(signatures, separators=(',', ':'))}"
 
 
-def _imports_unchanged(imported: str) -> bool:
+def _imports_unchanged(imported: str, stat_index: StatIndex) -> bool:
     """Every project module recorded with a skip verdict still has its signature."""
     if not imported:
         return True
@@ -266,7 +266,7 @@ def _imports_unchanged(imported: str) -> bool:
     for entry in entries:
         if not (isinstance(entry, list) and entry and isinstance(entry[0], str)):
             return False
-        if StatIndex.signature(entry[0]) != entry[1:]:
+        if stat_index.signature_now(entry[0]) != entry[1:]:
             return False
     return True
 
@@ -277,6 +277,7 @@ def _settle_known(
     file_settings: FileSettings,
     mode: Mode,
     cache: Cache,
+    stat_index: StatIndex,
 ) -> FileOutcome | None:
     """The outcome of an unchanged file from what the stat index remembers, if it can tell."""
     kind, _, value = verdict.partition(":")
@@ -286,7 +287,7 @@ def _settle_known(
             file_settings.prefilter
             and path.suffix in PYTHON_SUFFIXES
             and fingerprint == _prefilter(file_settings).fingerprint
-            and _imports_unchanged(imported)
+            and _imports_unchanged(imported, stat_index)
         ):
             return FileOutcome(str(path))
         return None
@@ -441,7 +442,7 @@ def _dispatch(
             verdict = stat_index.get(where, signature)
             if verdict is not None:
                 assert cache is not None
-                known = _settle_known(verdict, path, file_settings, mode, cache)
+                known = _settle_known(verdict, path, file_settings, mode, cache, stat_index)
                 if known is not None:
                     outcomes[index] = known
                     continue
