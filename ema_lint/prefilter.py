@@ -140,7 +140,7 @@ _PROSE_BYTES = re.compile(_PROSE_SOURCE.encode(), re.DOTALL)
 _SPACE = re.compile(r"\s")
 _SPACE_BYTES = re.compile(rb"\s")
 _KEY_SOURCE = (
-    r"(?:\[|\b(?:getattr|hasattr|setattr|delattr|get|pop|setdefault)\((?:\s*[\w.]+\s*,)?)"
+    r"(?:\[|\b(?:getattr|hasattr|setattr|delattr|get|pop|setdefault)\((?:[^(),\n]*,)?)"
     r"\s*[rRbBuU]{0,2}\Z"
 )
 _KEY = re.compile(_KEY_SOURCE)
@@ -193,17 +193,21 @@ def without_prose(data: bytes) -> bytes:
     return b" ".join(parts)
 
 
-def _any_name(data: Any, trigger: Names) -> bool:
+def _any_name(data: Any, trigger: Names, seen: dict[Any, Any] | None = None) -> bool:
     """Whether an identifier of ``data``'s code (bytes or text) passes the trigger's test.
 
     Only identifiers holding one of its words (in any case) can pass: the distinct
     identifiers are joined into one lower-cased text, the words are found there in one
     regular-expression pass, and only the identifiers around a hit are tested."""
     strings = not trigger.endswith(_CODE_ONLY.encode())
-    if isinstance(data, str):
-        joined = "\n".join(code_names(data, strings))
-    else:
-        joined = b"\n".join(code_names(data, strings)).decode("ascii")
+    # Several name tests read the same file: its names are scanned for once per kind.
+    key = (_any_name, strings)
+    joined = seen.get(key) if seen is not None else None
+    if joined is None:
+        names = code_names(data, strings)
+        joined = "\n".join(names) if isinstance(data, str) else b"\n".join(names).decode("ascii")
+        if seen is not None:
+            seen[key] = joined
     lower = joined.lower()
     test = trigger.test
     tested: set[int] = set()
@@ -363,7 +367,7 @@ class _Plan:
                     if found is None:
                         if word(data) is None:
                             continue
-                        found = seen[trigger] = _any_name(data, trigger)
+                        found = seen[trigger] = _any_name(data, trigger, seen)
                     if found:
                         return True
         return False

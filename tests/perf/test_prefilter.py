@@ -278,3 +278,23 @@ def test_the_pre_filter_imports_neither_the_registry_nor_the_manifest() -> None:
         if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module
     }
     assert not imported & {"registry", "manifest", "_manifest"}
+
+
+def test_ema407_needs_an_assignment_to_a_layers_momentum() -> None:
+    only = PreFilter([registry.by_code()["EMA407"]])
+    bn = "bn = nn.BatchNorm2d(8, momentum=0.01)\nfor m in model.modules():\n    pass\n"
+    assert not only.matches(bn)
+    frozen = "for m in model.modules():\n    m.momentum = 0.0\n"
+    assert only.matches(frozen) and only.matches(frozen.encode())
+
+
+def test_several_name_tests_of_one_file_agree_with_each_alone() -> None:
+    # The filter scans a file's names once per kind and shares them between its name tests.
+    from ema_lint.analysis.syntax.vocabulary import AVERAGED_CODE_NAME, AVERAGED_NAME
+
+    both = PreFilter([_rule(AVERAGED_CODE_NAME), _rule(AVERAGED_NAME)])
+    for text in ("x = ckpt['ema']\n", "model_ema = 1\n", "x = 1  # ema\n", "getattr(m[0], 'ema')"):
+        alone = PreFilter([_rule(AVERAGED_NAME)]).matches(text)
+        assert both.matches(text) == alone, text
+    assert PreFilter([_rule(AVERAGED_NAME)]).matches("getattr(models[0], 'ema')\n")
+    assert not PreFilter([_rule(AVERAGED_CODE_NAME)]).matches("x = ckpt['ema']\n")

@@ -29,7 +29,7 @@ from typing import TypeVar
 from ema_lint.analysis.syntax.vocabulary import averaged_identifier
 from ema_lint.prefilter import code_names, without_prose
 
-from .resolution import module_for_path, project_files, project_root, resolve
+from .resolution import module_for_path, module_stem, project_files, project_root, resolve
 
 _IMPORT = re.compile(
     rb"^[ \t]*(?:from[ \t]+(\.*[A-Za-z_][\w.]*|\.+)[ \t]+import\b([^\n#]*)"
@@ -88,6 +88,8 @@ def has_evidence(data: bytes) -> bool:
 
 
 _TOP_LEVEL = re.compile(rb"^[^\s#)\]}]", re.MULTILINE)
+# A top-level class or function, and its name.
+TOP_DEFINITION = re.compile(rb"^(?:class|def|async[ \t]+def)[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
 MAX_IMPORTS = 64
 MAX_NAMES = 16
 MAX_REEXPORTS = 3
@@ -140,23 +142,32 @@ def definition(data: bytes, name: str) -> bytes | None:
     return data[max(start, 0) : end]
 
 
-def reexports(data: bytes, name: str) -> bool:
-    """``data`` imports ``name`` (a re-export, ``from .ema import ModelEMA``)."""
-    word = name.encode()
+def _words_at(data: bytes, word: bytes) -> Iterator[int]:
+    """Offsets of ``word`` as a whole identifier (``bytes.find``: a regular expression per
+    name, with no literal to start from, scans every offset)."""
     at = data.find(word)
     while at != -1:
         after = at + len(word)
-        whole = (at == 0 or not (data[at - 1 : at].isalnum() or data[at - 1] == 95)) and (
-            after >= len(data) or not (data[after : after + 1].isalnum() or data[after] == 95)
-        )
-        if whole:
-            line = data[data.rfind(b"\n", 0, at) + 1 : at].lstrip()
-            if line.startswith((b"from ", b"import ", b"from\t", b"import\t")):
-                return True
-            opened = data.rfind(b"import (", max(0, at - 4000), at)
-            if opened != -1 and b")" not in data[opened:at]:  # in ``import (...)`` lines
-                return True
-        at = data.find(word, at + 1)
+        if (at == 0 or not _is_word_byte(data[at - 1])) and (
+            after >= len(data) or not _is_word_byte(data[after])
+        ):
+            yield at
+        at = data.find(word, after)
+
+
+def _is_word_byte(byte: int) -> bool:
+    return byte == 95 or 48 <= byte <= 57 or 65 <= byte <= 90 or 97 <= byte <= 122
+
+
+def reexports(data: bytes, name: str) -> bool:
+    """``data`` imports ``name`` (a re-export, ``from .ema import ModelEMA``)."""
+    for at in _words_at(data, name.encode()):
+        line = data[data.rfind(b"\n", 0, at) + 1 : at].lstrip()
+        if line.startswith((b"from ", b"import ", b"from\t", b"import\t")):
+            return True
+        opened = data.rfind(b"import (", max(0, at - 4000), at)
+        if opened != -1 and b")" not in data[opened:at]:  # in ``import (...)`` lines
+            return True
     return False
 
 
@@ -328,7 +339,6 @@ def project_admits(path: str | None, data: bytes | str, consulted: list[str] | N
 # Only a module that trains (or defines a Lightning step) can run an average's update
 # between a backward pass and an optimizer step; other rules judge a helper at its call.
 _TRAINS = (b"backward(", b".step(", b"training_step")
-_TOP_NAMES = re.compile(rb"^(?:class|def|async[ \t]+def)[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
 _WORDS = re.compile(rb"[A-Za-z_]\w*")
 MAX_CALLERS = 64
 MAX_ARGUMENTS = 2000
@@ -367,23 +377,6 @@ def _arguments(data: bytes, start: int) -> bytes:
             if depth == 0:
                 return data[start + 1 : at]
     return data[start + 1 : end]
-
-
-def _words_at(data: bytes, word: bytes) -> Iterator[int]:
-    """Offsets of ``word`` as a whole identifier (``bytes.find``: a regular expression per
-    name, with no literal to start from, scans every offset)."""
-    at = data.find(word)
-    while at != -1:
-        after = at + len(word)
-        if (at == 0 or not _is_word_byte(data[at - 1])) and (
-            after >= len(data) or not _is_word_byte(data[after])
-        ):
-            yield at
-        at = data.find(word, after)
-
-
-def _is_word_byte(byte: int) -> bool:
-    return byte == 95 or 48 <= byte <= 57 or 65 <= byte <= 90 or 97 <= byte <= 122
 
 
 # ``= pkg.ModelEmaV2(``: the name of the class or function a value is made by.
@@ -445,13 +438,11 @@ def receives_averaging(
     raw = data.encode() if isinstance(data, str) else data
     if not path or not any(t in raw for t in _TRAINS) or not os.path.isfile(path):
         return False
-    names = list(dict.fromkeys(_TOP_NAMES.findall(raw)))
+    names = list(dict.fromkeys(TOP_DEFINITION.findall(raw)))
     if not names:
         return False
     path = os.path.abspath(path)
-    stem = os.path.basename(path).rsplit(".", 1)[0]
-    if stem == "__init__":
-        stem = os.path.basename(os.path.dirname(path))
+    stem = module_stem(path)
     folder = os.path.dirname(path)
     base = project_root(folder) or folder
     seen = consulted if consulted is not None else []

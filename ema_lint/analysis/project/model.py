@@ -53,11 +53,11 @@ from ema_lint.analysis.syntax.values import ValueResolver, rewraps
 from ema_lint.analysis.syntax.vocabulary import AVERAGE_COMPOUNDS, averaged_identifier
 from ema_lint.analysis.training.decays import HAND_MADE, hand_weight
 from ema_lint.analysis.training.forwarded import ForwardedCall
-from ema_lint.prefilter import without_prose
+from ema_lint.prefilter import code_names, without_prose
 
 from . import admission, resolution
-from .admission import definition, has_evidence, imports_of, reexports
-from .resolution import ModuleFile, project_files
+from .admission import TOP_DEFINITION, definition, has_evidence, imports_of, reexports
+from .resolution import ModuleFile, module_stem, project_files
 from .summaries import (
     ClassSummary,
     EvaluatorSummary,
@@ -209,12 +209,7 @@ _KIND_OF: dict[type, str] = {
     RecalibratorSummary: RECALIBRATION,
     ForwardingGroup: FORWARDING,
 }
-_IDENTIFIER = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 _WORD = rb"(?<![A-Za-z0-9_])%s(?![A-Za-z0-9_])"  # a whole identifier
-# Comments and string literals, for the names test (``global_pool='avg'`` names no average).
-_NOT_CODE = re.compile(
-    rb"#[^\n]*|'''.*?'''|\"\"\".*?\"\"\"|'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"", re.S
-)
 _COMPOUNDS = tuple(c.encode() for c in AVERAGE_COMPOUNDS)
 _API_NAMES = re.compile(
     rb"\b(?:"
@@ -243,8 +238,7 @@ def averaging_evidence(body: bytes) -> bool:
     unprosed = without_prose(body)
     if has_evidence(unprosed) or _API_NAMES.search(unprosed) is not None:
         return True  # (a table API: a subclass or a wrapper, ``optax.incremental_update``)
-    code = _NOT_CODE.sub(b" ", unprosed)
-    return any(averaged_identifier(m.decode("ascii")) for m in set(_IDENTIFIER.findall(code)))
+    return any(averaged_identifier(m.decode("ascii")) for m in code_names(body, strings=False))
 
 
 def kind_evidence(body: bytes, name: str, kind: str) -> bool:
@@ -253,10 +247,10 @@ def kind_evidence(body: bytes, name: str, kind: str) -> bool:
     if kind in (AVERAGING, FORWARDING):
         return averaging_evidence(body)
     if kind == STEP:
-        found = _TOP_DEFINITION.search(body)
+        found = TOP_DEFINITION.search(body)
         return _could_step(body, found is not None and found.group(0).startswith(b"class"))
     if kind == EVALUATION:  # a function only
-        found = _TOP_DEFINITION.search(body)
+        found = TOP_DEFINITION.search(body)
         if found is None or found.group(0).startswith(b"class"):
             return False
         return evaluation_name(name) or any(w in body for w in _EVAL_WORDS)
@@ -776,9 +770,7 @@ class ProjectLink:
         """Project files other than this one whose bytes could import ``function`` from this
         module: they hold the function's name and this module's (its package's for
         ``__init__``). A byte test, so no file is parsed to answer it."""
-        stem = os.path.basename(self.me.path).rsplit(".", 1)[0]
-        if stem == "__init__":
-            stem = os.path.basename(os.path.dirname(self.me.path))
+        stem = module_stem(self.me.path)
         needle, word = stem.encode(), function.encode()
         # As whole identifiers: a module ``lamb`` is not named by every ``lambda``.
         spelled = re.compile(_WORD % re.escape(needle))
@@ -848,7 +840,6 @@ def _could_step(body: bytes, is_class: bool) -> bool:
     return b"__call__" in body and (steps or b".backward(" in body)
 
 
-_TOP_DEFINITION = re.compile(rb"^(?:class|def|async[ \t]+def)[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
 _STEP_HELPERS: dict[str, frozenset[bytes]] = {}
 
 
@@ -867,7 +858,7 @@ def step_helper_names(base: str) -> frozenset[bytes]:
         data = read[1]
         if b".step(" not in data and b".backward(" not in data:
             continue
-        for match in _TOP_DEFINITION.finditer(data):
+        for match in TOP_DEFINITION.finditer(data):
             body = definition(data, match.group(1).decode("ascii"))
             if body is not None and _could_step(body, match.group(0).startswith(b"class")):
                 names.add(match.group(1))

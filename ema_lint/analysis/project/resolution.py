@@ -251,3 +251,11 @@ def project_files(base: str) -> list[str]:
             break
     _PROJECT_FILES[base] = found
     return found
+
+
+def module_stem(path: str) -> str:
+    """The name a module is imported by in its package (a package's for ``__init__.py``)."""
+    stem = os.path.basename(path).rsplit(".", 1)[0]
+    if stem == "__init__":
+        stem = os.path.basename(os.path.dirname(path))
+    return stem
