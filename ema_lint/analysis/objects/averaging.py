@@ -103,7 +103,23 @@ _WEIGHT_ATTRIBUTES = {"decay", "beta", "momentum", "ema_momentum", "rate", "tau"
 
 # Words of a coefficient that say it is a decay, whichever side it is written on.
 _DECAY_NAME_WORDS = {"decay", "momentum", "beta", "rate", "mu"}
-_NOT_WEIGHT_TOKENS = {"loss", "losses", "metric", "metrics", "acc", "accuracy", "grad", "reward"}
+# Words of a tree's or tensor's name that say it is not weights. ``updates`` is optax's name
+# for the transformed gradients a ``GradientTransformation`` returns.
+_NOT_WEIGHT_TOKENS = {
+    "loss",
+    "losses",
+    "metric",
+    "metrics",
+    "acc",
+    "accuracy",
+    "grad",
+    "grads",
+    "gradient",
+    "gradients",
+    "updates",
+    "variance",
+    "reward",
+}
 _LOSS_CALL = re.compile(
     r"(loss|criterion|distill|consistency|kl_div|mse|cross_entropy|cosine_similarity|byol|dino)",
     re.IGNORECASE,
@@ -176,6 +192,9 @@ class AveragingObject:
     # A hand-made ``deepcopy`` of a module: it carries the model's buffers (BatchNorm
     # statistics) and its parameters keep ``requires_grad`` unless frozen.
     module_copy: bool = False
+    # For a shadow that is a parameter of a helper (``def update_ema(target_params,
+    # source_params, rate)``): the helper, whose names say what it averages for.
+    helper: cst.FunctionDef | None = None
 
     @property
     def hand_made(self) -> bool:
@@ -753,6 +772,8 @@ class AveragingObjects:
                     bindings = self.resolver.bindings_of(container) or []
                     if len(bindings) == 1 and bindings[0].value is not None:
                         extra.append(bindings[0].value)  # the dict/list the shadow starts as
+                    elif len(bindings) == 1 and isinstance(bindings[0].function, cst.FunctionDef):
+                        obj.helper = bindings[0].function
                 elif _is_self_attribute(container):
                     # ``self.momentum_encoder = base_encoder(...)`` in ``__init__``: the
                     # copy every method's ``self.momentum_encoder`` refers to.
@@ -1171,6 +1192,10 @@ class AveragingObjects:
                             obj.updates.append(call)
                     continue
                 obj = self._refer(shadow, 0)
+                if obj is None:
+                    # ``def ema_update(ema_params, params, decay)`` that no caller here hands
+                    # a known object: the shadow the update itself made (its parameter).
+                    obj = self._by_creation.get(id(update.node))
                 if obj is not None:
                     obj.inplace.append(update)
                     if update.node not in obj.updates:
@@ -1275,6 +1300,22 @@ class AveragingObjects:
         if is_tf and self._averages_losses(obj):
             obj.use = Use.NOT_WEIGHTS
             obj.reasons.append("apply() is given losses or metrics")
+            return
+        if obj.helper is not None:
+            # ``update_ema(target_params, source_params, rate)``: a helper's parameter is
+            # named for the helper's arithmetic, not for its use; an RL rate (``tau``) or a
+            # teacher's momentum among the helper's names says what it is for.
+            helper = obj.helper
+            words = " ".join(
+                n.lower() for n in (helper.name.value, *(p.name.value for p in all_params(helper)))
+            )
+            if any(w in words for w in ("tau", "polyak")):
+                obj.use = Use.TARGET
+            elif "teacher" in words:
+                obj.use = Use.TEACHER
+            else:
+                obj.use = Use.EVAL
+            obj.reasons.append(f"averaged by {helper.name.value}()")
             return
         for name in names:
             named = use_from_name(name)

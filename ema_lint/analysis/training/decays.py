@@ -445,26 +445,31 @@ class DecaySettings:
                     continue
             if used is not None:
                 used.site = param.default  # judged at its use, reported where it is written
+                if used.hand_made and used.obj is not None and used.obj.helper is function:
+                    # The update of a helper's parameter read its default: no call is known.
+                    used.unused_default = self._unused_default(function, param)
                 continue
             setting = self._definition_setting(spec, function, param)
             if setting is not None:
-                # A class is made elsewhere; a helper's default is judged at the calls that
-                # leave it. A default no call here leaves (guided-diffusion's ``rate=0.99``,
-                # always passed by its callers) is moot for this module's runs: only a value
-                # no run can mean (a frozen or diverging average) is judged.
-                # A helper no module of the project calls (a library's public API) is
-                # judged: its every user gets the default.
-                owner = self.ctx.index.enclosing(function, cst.ClassDef)
-                setting.unused_default = (
-                    owner is None
-                    and not self.resolver.callers(function)
-                    and self._called_elsewhere(function)
-                ) or self._always_passed(function, param)
+                setting.unused_default = self._unused_default(function, param)
                 added.append(setting)
         if added:
             self.settings.extend(added)
             order = self.ctx.index.order
             self.settings.sort(key=lambda s: order.get(id(s.node or s.bound.call), 0))
+
+    def _unused_default(self, function: cst.FunctionDef, param: cst.Param) -> bool:
+        """A class is made elsewhere; a helper's default is judged at the calls that leave
+        it. A default no call here leaves (guided-diffusion's ``rate=0.99``, always passed by
+        its callers) is moot for this module's runs: only a value no run can mean (a frozen
+        or diverging average) is judged. A helper no module of the project calls (a
+        library's public API) is judged: its every user gets the default."""
+        owner = self.ctx.index.enclosing(function, cst.ClassDef)
+        return (
+            owner is None
+            and not self.resolver.callers(function)
+            and self._called_elsewhere(function)
+        ) or self._always_passed(function, param)
 
     def _called_elsewhere(self, function: cst.FunctionDef) -> bool:
         """Another module of the project may call ``function`` (with its own value): True
