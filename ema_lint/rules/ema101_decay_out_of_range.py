@@ -65,7 +65,18 @@ class DecayOutOfRange(Rule):
       ``1 - w``), ``e.copy_(d * e + (1 - d) * p)``, ``.data =`` and ``torch._foreach_*``
       forms, when the two coefficients resolve and sum to one; the ``% k`` guards around
       the update and around the calls of the function holding it are folded in. Adam-style
-      moments, loss averages and ``tau``/``polyak`` target networks are not judged.
+      moments, loss averages and ``tau``/``polyak`` target networks are not judged. A
+      helper whose shadow is a parameter (``def update_ema(target_params, source_params,
+      rate)``) is judged at each call with the rate that call passes, whatever the tensors
+      passed are called;
+    - **in JAX**: ``jax.tree.map(lambda e, p: d * e + (1 - d) * p, ema_params, params)``,
+      and a leaf-wise helper a tree map applies to an averaged tree (``lambda e, p:
+      ema(e, p, decay)``, the lambda bound to a name first, the helper in another module or
+      picked by name with ``getattr(utils, config.get("which_ema", "tf1_ema"))``); a
+      ``decay = min(decay, (1 + t) / (10 + t))`` in the helper makes the value a ceiling.
+      The same helper smoothing metrics or a loss is not judged. A value read from the
+      config (``self.config.ema_decay``) that the module's ``get_config()`` sets once
+      (the ml_collections / jaxline protocol) is judged and reported where it is set.
 
     ## Why it hurts training
     The decay sets how many updates the average spans: about ``1 / (1 - decay)``. At 0.99 the

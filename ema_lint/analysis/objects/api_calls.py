@@ -26,6 +26,7 @@ from ema_lint.analysis.objects.apis import (
     Role,
     bind_arguments,
 )
+from ema_lint.analysis.objects.updates import InPlaceUpdates
 from ema_lint.analysis.syntax.context import FileContext
 from ema_lint.analysis.syntax.names import ImportTable
 from ema_lint.analysis.syntax.values import Symbol, ValueResolver
@@ -78,6 +79,57 @@ def _attach_target(bound: BoundCall, resolver: ValueResolver, table: ApiTable) -
         ]
 
 
+def _dispatch_table(ctx: FileContext, imports: ImportTable) -> dict[str, cst.Call]:
+    """Names bound once to ``getattr(module, name)`` of an imported module: ``ema_fn =
+    getattr(utils, config.get("which_ema", "tf1_ema"))`` picks a function by its name."""
+    found: dict[str, cst.Call] = {}
+    seen: set[str] = set()
+    for node in ctx.nodes(cst.Assign):
+        value = node.value
+        if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+            continue
+        name = node.targets[0].target.value
+        if name in seen:
+            found.pop(name, None)  # bound more than once: which one a call sees is unknown
+            continue
+        seen.add(name)
+        if (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Name)
+            and value.func.value == "getattr"
+            and len(value.args) in (2, 3)
+            and imports.qualified_names(value.args[0].value)
+        ):
+            found[name] = value
+    return found
+
+
+def _dispatched(
+    call: cst.Call, imports: ImportTable, resolver: ValueResolver, project
+) -> str | None:
+    """The project function ``getattr(module, name)`` returns, when its name is known: a
+    string value, or the default of a ``config.get(key, "name")`` the config leaves unknown."""
+    expr = call.args[1].value
+    value = resolver.resolve(expr)
+    name = value.value if value is not None else None
+    if (
+        name is None
+        and isinstance(expr, cst.Call)
+        and isinstance(expr.func, cst.Attribute)
+        and expr.func.attr.value == "get"
+        and len(expr.args) == 2
+    ):
+        default = resolver.resolve(expr.args[1].value)
+        name = default.value if default is not None else None
+    if not isinstance(name, str) or not name.isidentifier():
+        return None
+    for module in imports.qualified_names(call.args[0].value):
+        qualname = f"{module}.{name}"
+        if project.spec_for(qualname) is not None:
+            return qualname
+    return None
+
+
 class ApiCalls:
     """Every call of the module that resolves to an entry of the API table."""
 
@@ -98,11 +150,20 @@ class ApiCalls:
             if extra:
                 known = {**known, **extra}
         resolver: ValueResolver | None = None
+        dispatch = _dispatch_table(ctx, imports) if project is not None else {}
         for call in ctx.nodes(cst.Call):
             qualname = imports.resolve(call.func, known)
+            if qualname is None and isinstance(call.func, cst.Name) and call.func.value in dispatch:
+                resolver = resolver or ctx.get(ValueResolver)
+                qualname = _dispatched(dispatch[call.func.value], imports, resolver, project)
+                if qualname is not None and qualname not in known:
+                    known = {**known, qualname: project.spec_for(qualname)}
             if qualname is None:
                 continue
-            bound = bind_arguments(known[qualname], call, qualname)
+            spec = known[qualname]
+            if spec.elementwise and not ctx.get(InPlaceUpdates).applied_to_weights(call):
+                continue  # a leaf-wise average of something else (a loss, a metric)
+            bound = bind_arguments(spec, call, qualname)
             if bound.spec.forwards_to is not None:
                 resolver = resolver or ctx.get(ValueResolver)
                 _attach_target(bound, resolver, API_TABLE)

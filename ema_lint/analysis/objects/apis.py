@@ -210,6 +210,9 @@ class ApiSpec:
     library: str = ""
     docs: str = ""
     notes: str = ""
+    # A function averaging one leaf (``return e * d + p * (1 - d)``): its calls are uses only
+    # inside what a tree map applies to averaged weights.
+    elementwise: bool = False
 
     @property
     def all_params(self) -> tuple[str, ...]:

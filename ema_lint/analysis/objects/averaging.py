@@ -60,6 +60,7 @@ from ema_lint.analysis.syntax.names import ImportTable, dotted_name
 from ema_lint.analysis.syntax.values import ValueResolver
 from ema_lint.analysis.syntax.vocabulary import (
     COPY_AVERAGE_WORDS,
+    NOT_WEIGHT_TOKENS,
     TARGET_PAIRS,
     TEACHER_PAIRS,
     TEACHER_TOKENS,
@@ -103,23 +104,6 @@ _WEIGHT_ATTRIBUTES = {"decay", "beta", "momentum", "ema_momentum", "rate", "tau"
 
 # Words of a coefficient that say it is a decay, whichever side it is written on.
 _DECAY_NAME_WORDS = {"decay", "momentum", "beta", "rate", "mu"}
-# Words of a tree's or tensor's name that say it is not weights. ``updates`` is optax's name
-# for the transformed gradients a ``GradientTransformation`` returns.
-_NOT_WEIGHT_TOKENS = {
-    "loss",
-    "losses",
-    "metric",
-    "metrics",
-    "acc",
-    "accuracy",
-    "grad",
-    "grads",
-    "gradient",
-    "gradients",
-    "updates",
-    "variance",
-    "reward",
-}
 _LOSS_CALL = re.compile(
     r"(loss|criterion|distill|consistency|kl_div|mse|cross_entropy|cosine_similarity|byol|dino)",
     re.IGNORECASE,
@@ -142,7 +126,7 @@ def _model_like(node: cst.BaseExpression) -> bool:
     if code is None:
         return False
     words = tokens(code)
-    if any(w in _NOT_WEIGHT_TOKENS for w in words):
+    if any(w in NOT_WEIGHT_TOKENS for w in words):
         return False
     return any(w in ("model", "net", "module", "network", "student", "encoder") for w in words)
 
@@ -330,7 +314,7 @@ class AveragingObjects:
             return False
         if update.form in ("tree_map", "returned"):
             return not any(
-                w in _NOT_WEIGHT_TOKENS
+                w in NOT_WEIGHT_TOKENS
                 for side in (update.shadow, update.source)
                 for w in tokens(self._code(side))
             )
@@ -379,7 +363,7 @@ class AveragingObjects:
             update.source_container
         ):
             return False
-        return not any(w in _NOT_WEIGHT_TOKENS for w in tokens(self._code(shadow)))
+        return not any(w in NOT_WEIGHT_TOKENS for w in tokens(self._code(shadow)))
 
     def _passed_sequences(self, update: InPlaceUpdate) -> bool:
         """``def update_ema(target_params, source_params, rate): for t, s in zip(...)``: both
@@ -414,7 +398,7 @@ class AveragingObjects:
         if self._code(shadow) == self._code(source):
             return False
         return not any(
-            w in _NOT_WEIGHT_TOKENS for side in (shadow, source) for w in tokens(self._code(side))
+            w in NOT_WEIGHT_TOKENS for side in (shadow, source) for w in tokens(self._code(side))
         )
 
     def _passed_tensors(self, update: InPlaceUpdate) -> bool:
@@ -439,7 +423,7 @@ class AveragingObjects:
         if not is_averaged_name(shadow.value):
             return False
         return not any(
-            w in _NOT_WEIGHT_TOKENS for side in (shadow, source) for w in tokens(side.value)
+            w in NOT_WEIGHT_TOKENS for side in (shadow, source) for w in tokens(side.value)
         )
 
     def _decay_between_models(self, update: InPlaceUpdate) -> bool:
@@ -1292,7 +1276,7 @@ class AveragingObjects:
             return
         names = list(obj.names)
         for name in names:
-            if any(w in _NOT_WEIGHT_TOKENS for w in tokens(name)):
+            if any(w in NOT_WEIGHT_TOKENS for w in tokens(name)):
                 obj.use = Use.NOT_WEIGHTS
                 obj.reasons.append(f"{name} names a loss or metric average")
                 return

@@ -27,7 +27,7 @@ import libcst as cst
 from ema_lint.analysis.syntax.context import FileContext
 from ema_lint.analysis.syntax.names import dotted_name
 from ema_lint.analysis.syntax.values import ValueResolver
-from ema_lint.analysis.syntax.vocabulary import is_averaged_name
+from ema_lint.analysis.syntax.vocabulary import NOT_WEIGHT_TOKENS, is_averaged_name, tokens
 
 from ..syntax.params import all_params
 
@@ -610,14 +610,55 @@ class InPlaceUpdates:
             )
         return None
 
+    def is_tree_map(self, call: cst.Call) -> bool:
+        """``jax.tree.map``, ``jax.tree_util.tree_map``, ``tree_multimap``, ``jtu.tree_map``."""
+        name = dotted_name(call.func) or ""
+        last = name.rsplit(".", 1)[-1]
+        if last not in _TREE_MAPS or (last == "map" and not name.endswith("tree.map")):
+            return False
+        return "." not in name or name.startswith(("jax.", "tree_util.", "jtu.", "tree."))
+
+    def applied_to_weights(self, call: cst.Call) -> bool:
+        """``call`` runs in what a tree map applies to an averaged tree and another:
+        ``jax.tree.map(lambda e, p: ema(e, p, d), ema_params, params)``, or the lambda bound
+        to a name first (``f = lambda e, p: ...; jax.tree_multimap(f, ema_params, params)``)."""
+        function = self.index.enclosing(call, cst.Lambda, cst.FunctionDef)
+        if not isinstance(function, cst.Lambda):
+            return False
+        holder = self.index.parent(function)
+        users: list[cst.CSTNode] = []
+        if isinstance(holder, cst.Arg):
+            users.append(self.index.parent(holder))  # type: ignore[arg-type]
+        elif (
+            isinstance(holder, cst.Assign)
+            and len(holder.targets) == 1
+            and isinstance(holder.targets[0].target, cst.Name)
+        ):
+            name = holder.targets[0].target.value
+            scope = self.index.enclosing(holder, cst.FunctionDef)
+            for node in self.ctx.nodes(cst.Call):
+                if (
+                    node.args
+                    and isinstance(node.args[0].value, cst.Name)
+                    and node.args[0].value.value == name
+                    and self.index.enclosing(node, cst.FunctionDef) is scope
+                ):
+                    users.append(node)
+        for user in users:
+            if not isinstance(user, cst.Call) or not self.is_tree_map(user):
+                continue
+            trees = [self.code(a.value) for a in user.args[1:] if a.keyword is None]
+            if any(is_averaged_name(t) for t in trees) and not any(
+                w in NOT_WEIGHT_TOKENS for t in trees for w in tokens(t)
+            ):
+                return True
+        return False
+
     def _tree_map(self, call: cst.Call) -> InPlaceUpdate | None:
         """JAX: ``jax.tree.map(lambda e, p: d * e + (1 - d) * p, ema_params, params)``
         (``tree_util.tree_map``, ``tree_multimap``): a functional update whose shadow is the
         tree named as an average, its source the other tree."""
-        name = dotted_name(call.func) or ""
-        if name.rsplit(".", 1)[-1] == "map" and not name.endswith("tree.map"):
-            return None
-        if "." in name and not name.startswith(("jax.", "tree_util.", "jtu.", "tree.")):
+        if not self.is_tree_map(call):
             return None
         args = [a for a in call.args if a.keyword is None and not a.star]
         if len(args) != 3:

@@ -355,6 +355,7 @@ class ProjectLink:
         self.evidence: dict[str, Evidence] = {}
         self.notes: list[tuple[str, Evidence, cst.CSTNode | None]] = []
         self._apis: dict[str, ApiSpec] | None = None
+        self._definitions: list[tuple[ApiSpec, cst.FunctionDef]] | None = None
         self._items: dict[tuple[str, str, frozenset[str]], tuple[ModuleFile, object] | None] = {}
         self._callers: (
             dict[tuple[str, frozenset[bytes] | None], list[tuple[ModuleFile, ModuleSummary]]] | None
@@ -403,6 +404,8 @@ class ProjectLink:
     def definitions(self) -> list[tuple[ApiSpec, cst.FunctionDef]]:
         """This module's own averaging classes and update functions, as specs with the
         function declaring their weight, so that a default is judged where it is written."""
+        if self._definitions is not None:
+            return self._definitions
         where = _display(self.me.path, self.base)
         found: list[tuple[ApiSpec, cst.FunctionDef]] = []
         for record, function in averaging_definitions(self.ctx):
@@ -412,6 +415,7 @@ class ProjectLink:
                 spec = updater_spec(record, record.name, where)
             if spec is not None and spec.weight is not None:
                 found.append((spec, function))
+        self._definitions = found
         return found
 
     def note(self, local: str, evidence: Evidence, scope: cst.CSTNode | None) -> None:
@@ -949,9 +953,15 @@ def updater_spec(record: UpdaterSummary, qualname: str, where: str) -> ApiSpec |
         Role.EMA_FUNCTION,
         params=tuple(record.params),
         defaults=defaults,
-        weight=Weight(record.rate, Side(record.side), record.rate_default),
+        weight=Weight(
+            record.rate,
+            Side(record.side),
+            record.rate_default,
+            ramps=(Ramp(RampKind(record.ramp)),) if record.ramp else (),
+        ),
         source=record.live,
         shadow=record.average,
         buffers=record.buffers,
         library=f"defined in {where}",
+        elementwise=record.elementwise,
     )

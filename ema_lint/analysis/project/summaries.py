@@ -36,6 +36,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,6 +128,11 @@ class UpdaterSummary:
     # Whether the update brings the buffers along: "yes" (a state_dict() average), "copied"
     # (the function copies buffers() too), "no" (parameters only), "" (unknown).
     buffers: str = ""
+    # ``def ema(ema_value, value, decay): return ema_value * decay + value * (1 - decay)``:
+    # it averages one leaf, so it averages weights only where a tree map applies it to them.
+    elementwise: bool = False
+    # The rate is first clamped by a warmup (``decay = min(decay, (1 + t) / (10 + t))``).
+    ramp: str | None = None
 
 
 @dataclass
@@ -918,11 +924,13 @@ class _Extractor:
             named = names_an_average(function.name.value) or any(
                 is_averaged_name(n) for n in (average, *params)
             )
-            if not named or not self._reads_weights(update, average, live):
+            elementwise = update.form == "returned"
+            if not named or not (elementwise or self._reads_weights(update, average, live)):
                 continue  # a helper averaging logged values (``ema_update_dict``)
             found = self._at(
                 UpdaterSummary(function.name.value, 0, params, average, live), function
             )
+            found.elementwise = elementwise
             found.buffers = self._buffers(function, [update], [])
             for coefficient, side in (
                 (update.old_weight, "decay"),
@@ -934,8 +942,15 @@ class _Extractor:
                 if complement:
                     side = "momentum" if side == "decay" else "decay"
                 rate = self._param_of(expr)
+                ramp = None
                 if rate is not None:
-                    found.rate, found.side = rate, side
+                    ramp = _warmup_of(function, rate)
+                elif isinstance(expr, cst.Name) and expr.value in params:
+                    # ``decay = min(decay, (1 + t) / (10 + t))`` rebinds the parameter.
+                    ramp = _warmup_of(function, expr.value)
+                    rate = expr.value if ramp is not None else None
+                if rate is not None:
+                    found.rate, found.side, found.ramp = rate, side, ramp
                     param = next(p for p in all_params(function) if p.name.value == rate)
                     default = self._literal(param.default)
                     if isinstance(default, (int, float)) and not isinstance(default, bool):
@@ -1203,6 +1218,58 @@ class _Extractor:
                 expr.orelse, depth + 1
             )
         return None
+
+
+_MINIMUM = ("min", "minimum")  # ``min``, ``np.minimum``, ``jnp.minimum``, ``torch.minimum``
+
+
+def _warmup_of(function: cst.FunctionDef, rate: str) -> str | None:
+    """``rate = min(rate, (1 + t) / (10 + t))`` in ``function``: TF1's ``num_updates``
+    warmup, which makes the rate a ceiling the average only approaches."""
+    for node in _walk_statements(function.body):
+        if not (
+            isinstance(node, cst.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0].target, cst.Name)
+            and node.targets[0].target.value == rate
+            and isinstance(node.value, cst.Call)
+            and (dotted_name(node.value.func) or "").rpartition(".")[2] in _MINIMUM
+            and len(node.value.args) == 2
+        ):
+            continue
+        args = [a.value for a in node.value.args]
+        ramp = next((a for a in args if not (isinstance(a, cst.Name) and a.value == rate)), None)
+        if ramp is not None and len(args) == 2 and _is_num_updates(ramp):
+            return "num_updates"
+    return None
+
+
+def _walk_statements(body: cst.BaseSuite) -> Iterator[cst.CSTNode]:
+    """The small statements of a function body, not those of nested definitions."""
+    for statement in getattr(body, "body", ()):
+        if isinstance(statement, cst.SimpleStatementLine):
+            yield from statement.body
+        elif isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        elif isinstance(statement, cst.BaseCompoundStatement):
+            yield from _walk_statements(statement.body)
+
+
+def _is_num_updates(expr: cst.BaseExpression) -> bool:
+    """``(1 + t) / (10 + t)`` (``1.0``, ``10.0``, either order of each sum)."""
+    if not (isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Divide)):
+        return False
+
+    def constant_plus(node: cst.BaseExpression, constant: float) -> str | None:
+        if not (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add)):
+            return None
+        for number, other in ((node.left, node.right), (node.right, node.left)):
+            if isinstance(number, (cst.Integer, cst.Float)) and float(number.value) == constant:
+                return _code_of(other)
+        return None
+
+    top, bottom = constant_plus(expr.left, 1.0), constant_plus(expr.right, 10.0)
+    return top is not None and top == bottom
 
 
 def _unwrap(expr: cst.BaseExpression, complement: bool) -> tuple[cst.BaseExpression, bool]:

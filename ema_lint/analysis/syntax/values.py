@@ -261,6 +261,7 @@ class ValueResolver:
         self._scopes: dict[int, dict[str, list[Binding]]] | None = None
         self._globals: dict[int, set[str]] = {}
         self._argparse: dict[str, list[ArgparseOption]] | None = None
+        self._config_entries: dict[str, list[cst.BaseExpression]] | None = None
         self._set_defaults: dict[str, cst.BaseExpression] = {}
         self._calls_by_name: dict[str, list[cst.Call]] | None = None
         self._callers_of: dict[int, list[cst.Call]] = {}  # asked per use of each parameter
@@ -992,7 +993,30 @@ class ValueResolver:
             return self._field_value(obj, attr, depth)
         if obj is not None:
             return None
-        return self._argparse_value(base, attr, depth)
+        found = self._argparse_value(base, attr, depth)
+        if found is None and (dotted_name(base) or "").rpartition(".")[2] in _CONFIG_NAMES:
+            found = self._config_entry(attr, depth)
+        return found
+
+    def _config_entry(self, key: str, depth: int) -> Value | None:
+        """``config.ema_decay`` read from the config this module builds in ``get_config()``
+        (the ml_collections / jaxline protocol: the launcher passes that config, or a part
+        of it, to the experiment), when the module sets ``key`` there to one value: a
+        ``key=`` keyword of ``dict``/``ConfigDict``, a ``"key":`` entry, ``c.key = ...``."""
+        if self._config_entries is None:
+            self._config_entries = {}
+            for function in self.index.functions_named("get_config"):
+                if self.index.enclosing(function, cst.ClassDef, cst.FunctionDef) is not None:
+                    continue
+                for name, value in _config_assignments(function, self.index):
+                    self._config_entries.setdefault(name, []).append(value)
+        values = self._config_entries.get(key, [])
+        if len(values) != 1:
+            return None  # not set there, or set to several values (variants of the config)
+        inner = self._resolve(values[0], depth + 1)
+        if inner is None:
+            return None
+        return replace(inner, via=inner.via or f"get_config() {key}")
 
     def _import_rooted(self, node: cst.BaseExpression) -> bool:
         while isinstance(node, cst.Attribute):
@@ -1353,6 +1377,37 @@ class ValueResolver:
 # Helpers -------------------------------------------------------------------------------------
 _STAR = object()
 STAR = _STAR  # what argument_passed returns when a starred argument may hold it
+
+
+# The last name of an expression holding a run's configuration (``self.config``, ``cfg``).
+_CONFIG_NAMES = ("config", "cfg", "conf", "hparams")
+_CONFIG_BUILDERS = ("dict", "ConfigDict", "FrozenConfigDict", "EasyDict")
+
+
+def _config_assignments(
+    function: cst.FunctionDef, index
+) -> Iterator[tuple[str, cst.BaseExpression]]:
+    """Every (key, value) ``function`` writes into a config it builds."""
+    for node in index.descendants(function, cst.Call):
+        if (
+            isinstance(node, cst.Call)
+            and (dotted_name(node.func) or "").rpartition(".")[2] in _CONFIG_BUILDERS
+        ):
+            for arg in node.args:
+                if arg.keyword is not None and not arg.star:
+                    yield arg.keyword.value, arg.value
+    for node in index.descendants(function, cst.Dict):
+        if isinstance(node, cst.Dict):
+            for element in node.elements:
+                if isinstance(element, cst.DictElement):
+                    key = _string(element.key)
+                    if key is not None:
+                        yield key, element.value
+    for node in index.descendants(function, cst.Assign):
+        if isinstance(node, cst.Assign) and len(node.targets) == 1:
+            target = node.targets[0].target
+            if isinstance(target, cst.Attribute):
+                yield target.attr.value, node.value
 
 
 def _in_header(function: cst.FunctionDef, node: cst.CSTNode, resolver: ValueResolver) -> bool:

@@ -86,6 +86,25 @@ AVERAGED_NAME_WORDS = tuple(
 )
 
 
+# Words of a tree's or tensor's name that say it is not weights. ``updates`` is optax's name
+# for the transformed gradients a ``GradientTransformation`` returns.
+NOT_WEIGHT_TOKENS = {
+    "loss",
+    "losses",
+    "metric",
+    "metrics",
+    "acc",
+    "accuracy",
+    "grad",
+    "grads",
+    "gradient",
+    "gradients",
+    "updates",
+    "variance",
+    "reward",
+}
+
+
 def tokens(name: str) -> list[str]:
     """``self.model_ema`` -> [model, ema]; ``modelEMA`` -> [model, ema]."""
     last = name.rsplit(".", 1)[-1]

@@ -34,6 +34,7 @@ from ema_lint.analysis.objects.apis import (
     Role,
     Side,
     Weight,
+    bind_arguments,
 )
 from ema_lint.analysis.objects.averaging import AveragingObject, AveragingObjects, Use
 from ema_lint.analysis.objects.run_length import RunLength, RunLengths
@@ -221,6 +222,7 @@ class DecaySettings:
         self.settings.extend(self._hand_made_settings())
         self._add_forwarded_settings()
         self._add_definitions()
+        self._add_local_leaf_helpers(objects)
 
     @classmethod
     def build(cls, ctx: FileContext) -> DecaySettings:
@@ -455,6 +457,34 @@ class DecaySettings:
                 added.append(setting)
         if added:
             self.settings.extend(added)
+            order = self.ctx.index.order
+            self.settings.sort(key=lambda s: order.get(id(s.node or s.bound.call), 0))
+
+    def _add_local_leaf_helpers(self, objects: AveragingObjects | None) -> None:
+        """Calls of the module's own leaf-wise helpers (``def ema(e, p, d): return e * d +
+        p * (1 - d)``) in what a tree map applies to averaged weights: each passes the decay,
+        judged like an imported helper's (the helper's own code is read as its summary)."""
+        project = self.ctx.project
+        definitions = getattr(project, "definitions", None) if project is not None else None
+        if definitions is None or not self.ctx.nodes(cst.Lambda):
+            return
+        local = {spec.qualname: spec for spec, _ in definitions() if spec.elementwise}
+        if not local:
+            return
+        updates = self.ctx.get(InPlaceUpdates)
+        added = False
+        for call in self.ctx.nodes(cst.Call):
+            func = call.func
+            if not isinstance(func, cst.Name) or func.value not in local:
+                continue
+            if id(call) in self._by_bound or not updates.applied_to_weights(call):
+                continue
+            setting = self._setting(bind_arguments(local[func.value], call, func.value), objects)
+            if setting is not None:
+                self.settings.append(setting)
+                self._by_bound[id(call)] = setting
+                added = True
+        if added:
             order = self.ctx.index.order
             self.settings.sort(key=lambda s: order.get(id(s.node or s.bound.call), 0))
 
