@@ -5407,7 +5407,10 @@ RULES = (
         fix_availability="sometimes",
         fix_applicability="safe",
         options=(),
-        triggers=(b"AveragedModel",),
+        triggers=(
+            b"AveragedModel",
+            b"swap_swa_sgd",
+        ),
         trigger_groups=(),
     ),
     RuleInfo(

@@ -6,6 +6,7 @@ import re
 
 import libcst as cst
 
+from ..analysis.objects.contrib_swa import ContribSwaOptimizers
 from ..analysis.objects.norm_layers import NormLayers
 from ..analysis.syntax.names import ImportTable
 from ..analysis.syntax.values import ValueResolver
@@ -213,6 +214,33 @@ class SwaMissingUpdateBn(Rule):
         torch.save(swa_model.state_dict(), "swa.pt")
     ```
 
+    ### torchcontrib's SWA optimizer, swapped into the model
+    ``torchcontrib.optim.SWA`` keeps the average in the optimizer and ``swap_swa_sgd()``
+    exchanges it with the model's weights; it averages no buffers either, so after the swap
+    the model needs ``opt.bn_update(loader, model)`` (or ``update_bn``). Reported at the
+    first swap when the module recomputes BatchNorm statistics nowhere (no ``bn_update``,
+    ``update_bn`` or recalibration helper of its own or of the project); no fix is offered,
+    since the model and loader the swap concerns are not named by the optimizer.
+    ```python
+    from torchcontrib.optim import SWA
+
+    optimizer = SWA(base_optimizer, swa_start=160, swa_freq=5, swa_lr=0.05)
+    for epoch in range(epochs):
+        train_epoch(train_loader, model, optimizer)
+    optimizer.swap_swa_sgd()
+    evaluate(test_loader, model)
+    ```
+    ```python
+    from torchcontrib.optim import SWA
+
+    optimizer = SWA(base_optimizer, swa_start=160, swa_freq=5, swa_lr=0.05)
+    for epoch in range(epochs):
+        train_epoch(train_loader, model, optimizer)
+    optimizer.swap_swa_sgd()
+    optimizer.bn_update(train_loader, model)
+    evaluate(test_loader, model)
+    ```
+
     ## Fix
     Inserts ``update_bn(<loader>, <swa_model>)`` right after the outermost loop of the
     run that updates the average (the epoch loop, in the function that runs it), with
@@ -238,14 +266,24 @@ class SwaMissingUpdateBn(Rule):
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.SAFE
     fix_scope = FixScope.MOVES  # inserts update_bn after the loop, and its import
-    triggers = (b"AveragedModel",)
-    requires = (SwaAnalysis, NormLayers)
+    triggers = (b"AveragedModel", b"swap_swa_sgd")
+    requires = (SwaAnalysis, NormLayers, ContribSwaOptimizers)
 
     def finish(self) -> None:
         swa = self.ctx.get(SwaAnalysis)
         for model in swa.models:
             if self._needs_update_bn(swa, model):
                 self._report(swa, model)
+        for optimizer in self.ctx.get(ContribSwaOptimizers).unrecalibrated():
+            name = optimizer.names[0] if optimizer.names else "the SWA optimizer"
+            self.report(
+                optimizer.swaps[0],
+                f"{name}.swap_swa_sgd() puts torchcontrib's SWA average into the model, but "
+                "its BatchNorm running statistics stay those of the last SGD weights (the "
+                "optimizer averages no buffers) and nothing here recomputes them: the swapped "
+                "model's accuracy can collapse; call "
+                f"{name}.bn_update(train_loader, model) after the swap",
+            )
 
     def _needs_update_bn(self, swa: SwaAnalysis, model: SwaModel) -> bool:
         if not model.equal or model.buffers_averaged is not False or not model.sites:
