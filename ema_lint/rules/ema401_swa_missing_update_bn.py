@@ -214,6 +214,42 @@ class SwaMissingUpdateBn(Rule):
         torch.save(swa_model.state_dict(), "swa.pt")
     ```
 
+    ### A per-step hook that hands the average to the live model
+    A training-framework algorithm (composer's SWA) updates the average in a hook the
+    trainer calls on every batch. Loading the average into the live model in that same hook
+    at ``swa_end`` lets the model train on with the averaged weights, which re-estimates
+    the BatchNorm statistics: silent. Loading it when training is over (a fit-end hook,
+    after the loop) is reported. Checks that the average exists (``assert swa_model is not
+    None``), its resume checkpoint (``swa_model.state_dict()`` in the object's own
+    ``state_dict``) and loading a checkpoint into it are not uses of its weights.
+    ```python
+    from torch.optim.swa_utils import AveragedModel
+
+
+    class Swa:
+        def on_fit_start(self, state):
+            self.swa_model = AveragedModel(state.model)
+
+        def on_batch_end(self, state):
+            self.swa_model.update_parameters(state.model)
+
+        def on_fit_end(self, state):
+            state.model.load_state_dict(self.swa_model.module.state_dict())
+    ```
+    ```python
+    from torch.optim.swa_utils import AveragedModel
+
+
+    class Swa:
+        def on_fit_start(self, state):
+            self.swa_model = AveragedModel(state.model)
+
+        def on_batch_end(self, state):
+            self.swa_model.update_parameters(state.model)
+            if state.elapsed_fraction >= self.swa_end:
+                state.model.load_state_dict(self.swa_model.module.state_dict())
+    ```
+
     ### torchcontrib's SWA optimizer, swapped into the model
     ``torchcontrib.optim.SWA`` keeps the average in the optimizer and ``swap_swa_sgd()``
     exchanges it with the model's weights; it averages no buffers either, so after the swap
@@ -297,7 +333,8 @@ class SwaMissingUpdateBn(Rule):
 
     def _used_after(self, swa: SwaAnalysis, model: SwaModel) -> bool:
         return any(
-            use.kind not in ("registered", "attribute") or use.detail in ("module",)
+            (use.kind not in ("registered", "attribute") or use.detail in ("module",))
+            and not use.trains_on
             for use in swa.uses(model)
         )
 

@@ -151,6 +151,8 @@ class ModelUse:
     node: cst.CSTNode
     kind: str
     detail: str = ""
+    # The average is loaded into the live model, which trains on (``_trains_on``).
+    trains_on: bool = False
 
 
 @dataclass(eq=False)
@@ -735,10 +737,33 @@ class SwaAnalysis:
             done.add(id(ref))
             use = self._classify(ref, parent, obj, updates, bn_calls)
             if use is not None:
+                use.trains_on = self._trains_on(use, model)
                 found.append(use)
         if any(self._registered(b) for b in obj.bindings):
             found.append(ModelUse(obj.creation, "registered"))
         return found
+
+    def _trains_on(self, use: ModelUse, model: SwaModel) -> bool:
+        """``state.model.load_state_dict(swa.module.state_dict())`` in the hook that updates
+        the average (no loop of its own: the trainer calls it on every step, composer's
+        ``swa_end``): the live model takes the average and trains on, which re-estimates its
+        BatchNorm statistics: a use of the average that needs no ``update_bn``."""
+        if use.kind != "method" or use.detail != "state_dict" or model.obj.source is None:
+            return False
+        arg = self.index.parent(use.node)
+        call = self.index.parent(arg) if isinstance(arg, cst.Arg) else None
+        if not (
+            isinstance(call, cst.Call)
+            and isinstance(call.func, cst.Attribute)
+            and call.func.attr.value == "load_state_dict"
+            and self.ctx.code(call.func.value).strip() == self.ctx.code(model.obj.source).strip()
+        ):
+            return False
+        function = self.index.enclosing(call, cst.FunctionDef)
+        return any(
+            site.outer is None and self.index.enclosing(site.call, cst.FunctionDef) is function
+            for site in model.sites
+        )
 
     def _references(self) -> dict[int, list[cst.Name | cst.Attribute]]:
         """The names and attribute chains that may refer to each model's object, by object,
@@ -819,8 +844,10 @@ class SwaAnalysis:
                     if isinstance(outer, cst.Expr):
                         return None
                     return self._classify(grand, outer, obj, updates, bn_calls)
-                if method in _NOT_USES:
-                    return None
+                if method in _NOT_USES or method == "load_state_dict":
+                    return None  # ``swa.load_state_dict(ckpt)`` (a resume) writes into it
+                if method == "state_dict" and self._in_method_named(grand, "state_dict"):
+                    return None  # the object's own ``state_dict()``: a checkpoint to resume
                 return ModelUse(grand, "method", method)
             return ModelUse(parent, "attribute", method)
         if isinstance(parent, cst.Call) and parent.func is ref:
@@ -837,7 +864,32 @@ class SwaAnalysis:
             return ModelUse(call, "argument", dotted_name(call.func) or "")
         if isinstance(parent, cst.Return):
             return ModelUse(parent, "return")
+        if self._presence_test(ref, parent):
+            return None
         return ModelUse(ref, "other")
+
+    def _presence_test(self, ref: cst.CSTNode, parent: cst.CSTNode | None) -> bool:
+        """``assert swa``, ``if swa is not None:``, ``not swa``, ``swa and ...``: whether the
+        average exists, not its weights."""
+        if isinstance(parent, (cst.Assert, cst.If, cst.While, cst.IfExp)):
+            return getattr(parent, "test", None) is ref
+        if isinstance(parent, cst.UnaryOperation):
+            return isinstance(parent.operator, cst.Not)
+        if isinstance(parent, cst.BooleanOperation):
+            # ``if swa and ready:``; not ``return swa or model`` (the value is used).
+            return self._presence_test(parent, self.index.parent(parent))
+        if isinstance(parent, cst.Comparison):
+            return all(
+                isinstance(c.operator, (cst.Is, cst.IsNot))
+                and isinstance(c.comparator, cst.Name)
+                and c.comparator.value == "None"
+                for c in parent.comparisons
+            )
+        return False
+
+    def _in_method_named(self, node: cst.CSTNode, name: str) -> bool:
+        function = self.index.enclosing(node, cst.FunctionDef)
+        return isinstance(function, cst.FunctionDef) and function.name.value == name
 
     def _followed_into(
         self, call: cst.Call, arg: cst.Arg, function: cst.FunctionDef, obj: AveragingObject
