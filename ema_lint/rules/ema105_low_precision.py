@@ -56,7 +56,8 @@ class LowPrecisionEma(Rule):
     The copy also inherits half precision from the model it is made of:
     ``ema = deepcopy(model)`` where ``model = build(..., torch_dtype=dtype)`` and ``dtype``
     is half precision (followed through dtype converters and config defaults such as
-    ``to_torch_dtype(cfg.get("dtype", "bf16"))``) or ``model = net.half()``; and a
+    ``to_torch_dtype(cfg.get("dtype", "bf16"))``), ``model = net.half()`` or a
+    ``model.half()`` on its own line (a module casts itself in place) before the copy; and a
     hand-made shadow whose entries are made half (a dict filled with
     ``p.detach().cpu().half()``, or clones of one) is updated in half precision wherever
     it lives (one finding per loop of updates).
@@ -256,9 +257,9 @@ class LowPrecisionEma(Rule):
         ``model = build(..., torch_dtype=dtype).train()`` with a half ``dtype``,
         ``model = net.half()``. Silent when the copy is cast back to float afterwards."""
         value = self._value_before(model, deepcopy)
-        if value is None:
-            return
-        dtype = self._built_half(value)
+        dtype = self._built_half(value) if value is not None else None
+        if dtype is None:
+            dtype = self._cast_in_place_before(model, deepcopy, value)
         if dtype is None or self._cast_to_float(obj):
             return
         via = f"{model.value}, built in {dtype[0].replace('torch.', '')}"
@@ -270,6 +271,32 @@ class LowPrecisionEma(Rule):
                 Edit.replace(deepcopy, cst.Call(cst.Attribute(deepcopy, cst.Name("float")))),
             ),
         )
+
+    def _cast_in_place_before(
+        self, name: cst.Name, at: cst.CSTNode, value: cst.BaseExpression | None
+    ) -> tuple[str, bool] | None:
+        """``model.half()`` on its own line (a module casts itself in place) after the model
+        was last bound and before ``at``, in the same scope."""
+        index = self.ctx.index
+        scope = index.enclosing(at, cst.FunctionDef)
+        found: tuple[str, bool] | None = None
+        for statement in self.ctx.nodes(cst.Expr):
+            call = statement.value
+            if not (
+                isinstance(call, cst.Call)
+                and isinstance(call.func, cst.Attribute)
+                and isinstance(call.func.value, cst.Name)
+                and call.func.value.value == name.value
+                and index.enclosing(statement, cst.FunctionDef) is scope
+                and index.is_before(statement, at)
+                and (value is None or index.is_before(value, statement))
+            ):
+                continue
+            if call.func.attr.value in ("float", "double"):
+                found = None  # cast back before the copy
+            else:
+                found = self._built_half(call) or found
+        return found
 
     def _value_before(self, name: cst.Name, at: cst.CSTNode) -> cst.BaseExpression | None:
         """The value ``name`` was last assigned before ``at`` in its scope (a model is often
@@ -437,9 +464,11 @@ class LowPrecisionEma(Rule):
         return False
 
     def _deepcopy_call(self, node: cst.BaseExpression) -> cst.Call | None:
+        """The call at the root of a method chain (``deepcopy(m).half().cuda()``), the
+        module-qualified ``copy.deepcopy(m)`` included."""
         while isinstance(node, cst.Call):
             func = node.func
-            if isinstance(func, cst.Attribute):
+            if isinstance(func, cst.Attribute) and func.attr.value != "deepcopy":
                 node = func.value
                 continue
             return node
