@@ -157,6 +157,54 @@ class AveragedModelInTrainMode(Rule):
             print(evaluate(ema_model, val_loader))
     ```
 
+    ### An EMA kept by a Lightning callback
+    Lightning runs validation hooks with the LightningModule and its registered children
+    in eval mode; a callback's own copy is not among them and stays in the mode it was
+    made in. A copy that is a child of the LightningModule is switched with it (silent).
+    ```python
+    import copy
+
+    import pytorch_lightning as pl
+    import torch
+
+
+    class EmaCallback(pl.Callback):
+        def on_fit_start(self, trainer, pl_module):
+            self.ema = copy.deepcopy(pl_module.net)
+
+        def on_before_zero_grad(self, trainer, pl_module, optimizer):
+            with torch.no_grad():
+                for e, p in zip(self.ema.parameters(), pl_module.net.parameters()):
+                    e.lerp_(p, 0.001)
+
+        def on_validation_epoch_end(self, trainer, pl_module):
+            with torch.no_grad():
+                out = self.ema(trainer.datamodule.sample)
+            pl_module.log("ema_out", out.mean())
+    ```
+    ```python
+    import copy
+
+    import pytorch_lightning as pl
+    import torch
+
+
+    class EmaCallback(pl.Callback):
+        def on_fit_start(self, trainer, pl_module):
+            self.ema = copy.deepcopy(pl_module.net)
+
+        def on_before_zero_grad(self, trainer, pl_module, optimizer):
+            with torch.no_grad():
+                for e, p in zip(self.ema.parameters(), pl_module.net.parameters()):
+                    e.lerp_(p, 0.001)
+
+        def on_validation_epoch_end(self, trainer, pl_module):
+            self.ema.eval()
+            with torch.no_grad():
+                out = self.ema(trainer.datamodule.sample)
+            pl_module.log("ema_out", out.mean())
+    ```
+
     ## Fix
     Safe: ``<name>.eval()`` is inserted, with the same indentation, directly before the
     statement that evaluates the copy, or before the ``with torch.no_grad():`` block (or

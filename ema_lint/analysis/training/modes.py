@@ -275,7 +275,13 @@ class ModeTracker:
         """The mode when ``fn`` starts: from its call sites, or the framework's contract."""
         if self.hooks.lightning_hook(fn):
             cls = self.loops.class_of(fn)
-            if cls is not None and obj in self._parents.get(id(cls), []):
+            # Lightning switches the LightningModule (and its children) between train and
+            # eval; a callback's own attributes keep whatever mode the code gives them.
+            if (
+                cls is not None
+                and self.hooks.is_lightning_module(cls)
+                and obj in self._parents.get(id(cls), [])
+            ):
                 if self.hooks.is_eval_hook(fn):
                     return Mode.EVAL
                 if fn.name.value.startswith(_TRAIN_HOOKS):
