@@ -60,7 +60,12 @@ from ema_lint.analysis.syntax.values import (
     is_time_constant,
     positional_names,
 )
-from ema_lint.analysis.syntax.vocabulary import is_averaged_name, names_an_average, tokens
+from ema_lint.analysis.syntax.vocabulary import (
+    NOT_WEIGHT_TOKENS,
+    is_averaged_name,
+    names_an_average,
+    tokens,
+)
 from ema_lint.analysis.training.decays import HAND_MADE, DecaySettings
 from ema_lint.analysis.training.evaluation import EvaluationSites
 from ema_lint.analysis.training.forwarded import CALL_METHODS, called_as
@@ -925,6 +930,10 @@ class _Extractor:
                 is_averaged_name(n) for n in (average, *params)
             )
             elementwise = update.form == "returned"
+            if elementwise and any(
+                w in NOT_WEIGHT_TOKENS for n in (average, live) for w in tokens(n)
+            ):
+                continue  # ``smooth(loss_ema, loss, beta)``: a loss or metric average
             if not named or not (elementwise or self._reads_weights(update, average, live)):
                 continue  # a helper averaging logged values (``ema_update_dict``)
             found = self._at(

@@ -433,6 +433,8 @@ class DecaySettings:
         for spec, function in found:
             weight = spec.weight
             assert weight is not None
+            if spec.elementwise and not self._leaf_helper_on_weights(function):
+                continue  # ``smooth(loss_ema, loss, beta=0.9)``: what it averages is unknown
             param = next((p for p in all_params(function) if p.name.value == weight.param), None)
             if param is None or param.default is None:
                 continue
@@ -487,6 +489,17 @@ class DecaySettings:
         if added:
             order = self.ctx.index.order
             self.settings.sort(key=lambda s: order.get(id(s.node or s.bound.call), 0))
+
+    def _leaf_helper_on_weights(self, function: cst.FunctionDef) -> bool:
+        """A call of the leaf-wise helper ``function`` that a tree map applies to weights."""
+        updates = self.ctx.get(InPlaceUpdates)
+        name = function.name.value
+        return any(
+            isinstance(call.func, cst.Name)
+            and call.func.value == name
+            and updates.applied_to_weights(call)
+            for call in self.ctx.nodes(cst.Call)
+        )
 
     def _unused_default(self, function: cst.FunctionDef, param: cst.Param) -> bool:
         """A class is made elsewhere; a helper's default is judged at the calls that leave
