@@ -1248,7 +1248,8 @@ class Placement:
                     candidates = [c for c, t in pairs if t is not False]
                 for call in candidates:
                     if self.index.is_before(here, call):
-                        later = later or call
+                        if not self._leaves_before(here, call):
+                            later = later or call
                     else:
                         earlier = True
                 if earlier:
@@ -1260,6 +1261,27 @@ class Placement:
                 if at_loop:
                     break
         return found
+
+    def _leaves_before(self, here: cst.CSTNode, step: cst.CSTNode) -> bool:
+        """Whether the iteration leaves between ``here`` and the later ``step``: a block
+        holding ``here`` (and not ``step``) goes on to ``continue``, ``break``, ``return``
+        or ``raise`` (``if not sync: ...; update(); continue`` then the step)."""
+        index = self.index
+        node: cst.CSTNode | None = index.statement(here)
+        while node is not None:
+            block = index.parent(node)
+            if block is None or index.contains(block, step):
+                return False
+            body = getattr(block, "body", None)
+            if isinstance(body, (list, tuple)) and node in body:
+                for statement in body[body.index(node) + 1 :]:
+                    if isinstance(statement, cst.SimpleStatementLine) and any(
+                        isinstance(s, (cst.Continue, cst.Break, cst.Return, cst.Raise))
+                        for s in statement.body
+                    ):
+                        return True
+            node = block
+        return False
 
     def _trains(self, step: cst.Call, node: cst.CSTNode, here: cst.CSTNode) -> bool | None:
         """Whether ``step``'s optimizer trains the model the update ``node`` averages, asked
