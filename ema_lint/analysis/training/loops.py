@@ -722,7 +722,14 @@ class TrainingLoops:
                     break
                 if isinstance(ancestor, cst.If) and self.is_accumulation_guard(ancestor):
                     own.append(ancestor)
-        own = [guard for guard in own if not self._per_item(guard, scope)]
+        # ``if (i + 1) % k != 0: ...; continue`` holding ``node``: the branch of the
+        # micro-batches that do not step, the complement of a guard.
+        own = [
+            guard
+            for guard in own
+            if not self._per_item(guard, scope)
+            and not (self._exits(guard, node) and self.index.contains(guard.body, node))
+        ]
         if own:
             return own[0]
         return self.early_exit(node, scope)
