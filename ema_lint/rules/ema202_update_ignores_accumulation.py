@@ -371,7 +371,14 @@ class UpdateIgnoresAccumulation(Rule):
     def _report_loop(self, obj: AveragingObject, finding: MicroBatchFinding, keep) -> None:
         where = finding.where
         count = accumulation_steps(self.ctx, finding)
-        if finding.kind == "guard":
+        inside = finding.node is not None and self.ctx.index.contains(where, finding.node)
+        if finding.kind == "guard" and inside:
+            assert isinstance(where, cst.If)
+            how = (
+                f"in the branch `if {self._test(where)}:` of the micro-batches that skip the "
+                "optimizer step"
+            )
+        elif finding.kind == "guard":
             assert isinstance(where, cst.If)
             how = (
                 f"outside the accumulation guard `if {self._test(where)}:` that holds the "
