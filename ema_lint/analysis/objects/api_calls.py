@@ -16,6 +16,8 @@ get ``BoundCall.target``: the spec of the class they build, whose parameters the
 
 from __future__ import annotations
 
+from typing import Any
+
 import libcst as cst
 
 from ema_lint.analysis.objects.apis import (
@@ -83,6 +85,10 @@ def _dispatch_table(ctx: FileContext, imports: ImportTable) -> dict[str, cst.Cal
     """Names bound once to ``getattr(module, name)`` of an imported module: ``ema_fn =
     getattr(utils, config.get("which_ema", "tf1_ema"))`` picks a function by its name."""
     found: dict[str, cst.Call] = {}
+    if not any(
+        isinstance(c.func, cst.Name) and c.func.value == "getattr" for c in ctx.nodes(cst.Call)
+    ):
+        return found  # the common case: one pass over the calls, none over the assignments
     seen: set[str] = set()
     for node in ctx.nodes(cst.Assign):
         value = node.value
@@ -105,7 +111,7 @@ def _dispatch_table(ctx: FileContext, imports: ImportTable) -> dict[str, cst.Cal
 
 
 def _dispatched(
-    call: cst.Call, imports: ImportTable, resolver: ValueResolver, project
+    call: cst.Call, imports: ImportTable, resolver: ValueResolver, project: Any
 ) -> str | None:
     """The project function ``getattr(module, name)`` returns, when its name is known: a
     string value, or the default of a ``config.get(key, "name")`` the config leaves unknown."""

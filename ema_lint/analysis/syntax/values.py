@@ -35,13 +35,16 @@ import operator
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
 import libcst as cst
 
 from ema_lint.analysis.syntax.context import FileContext
 from ema_lint.analysis.syntax.names import ImportTable, dotted_name
 from ema_lint.analysis.syntax.params import all_params
+
+if TYPE_CHECKING:
+    from ema_lint.analysis.syntax.index import ModuleIndex
 
 
 @dataclass(frozen=True)
@@ -1385,7 +1388,7 @@ _CONFIG_BUILDERS = ("dict", "ConfigDict", "FrozenConfigDict", "EasyDict")
 
 
 def _config_assignments(
-    function: cst.FunctionDef, index
+    function: cst.FunctionDef, index: ModuleIndex
 ) -> Iterator[tuple[str, cst.BaseExpression]]:
     """Every (key, value) ``function`` writes into a config it builds."""
     for node in index.descendants(function, cst.Call):
