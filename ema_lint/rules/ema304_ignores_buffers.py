@@ -159,7 +159,7 @@ class IgnoresBuffers(Rule):
             if o.spec is not None
             and o.bound is not None
             and o.spec.buffers == "no"
-            and o.spec.library.startswith("defined in ")
+            and o.spec.in_project
             and o.spec.role is not Role.EMA_FUNCTION
             and o.use in (Use.EVAL, Use.TEACHER)
         ]
@@ -193,7 +193,7 @@ class IgnoresBuffers(Rule):
             for b in self.ctx.get(BoundCalls).calls
             if b.spec.role is Role.EMA_FUNCTION
             and b.spec.buffers == "no"
-            and b.spec.library.startswith("defined in ")
+            and b.spec.in_project
             and b.spec.shadow is not None
         ]
         if not helpers:

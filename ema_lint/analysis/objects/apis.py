@@ -150,6 +150,10 @@ class Interval:
     default: int = 1
 
 
+# The ``library`` of a spec read from the project's own code: "defined in utils/ema.py".
+PROJECT_LIBRARY = "defined in "
+
+
 @dataclass(frozen=True)
 class ApiSpec:
     qualname: str
@@ -213,10 +217,19 @@ class ApiSpec:
     # A function averaging one leaf (``return e * d + p * (1 - d)``): its calls are uses only
     # inside what a tree map applies to averaged weights.
     elementwise: bool = False
+    # The defaults are the library's documented recipe, not judged against the built-in
+    # range (ema-pytorch's beta with update_every, Keras's ema_momentum). False for copied
+    # helpers whose default every caller overrides (guided-diffusion's ``rate=0.99``).
+    recipe_defaults: bool = True
 
     @property
     def all_params(self) -> tuple[str, ...]:
         return self.params + self.kwonly
+
+    @property
+    def in_project(self) -> bool:
+        """The spec is read from the project's own code (its summary), not the table."""
+        return self.library.startswith(PROJECT_LIBRARY)
 
     def position_of(self, param: str) -> int | None:
         try:
@@ -1079,6 +1092,7 @@ API_SPECS: tuple[ApiSpec, ...] = (
         source="source_params",
         shadow="target_params",
         aliases=("improved_diffusion.nn.update_ema",),
+        recipe_defaults=False,
         library="guided-diffusion",
         docs="https://github.com/openai/guided-diffusion",
     ),

@@ -39,6 +39,7 @@ from ema_lint.analysis.objects.apis import (
     API_SPECS,
     API_TABLE,
     REQUIRED,
+    PROJECT_LIBRARY,
     ApiSpec,
     Ramp,
     RampKind,
@@ -919,7 +920,7 @@ def class_spec(record: ClassSummary, qualname: str, where: str) -> ApiSpec | Non
         restore_methods=tuple(record.restore_methods),
         aliases=(),
         registry_names=(),
-        library=f"defined in {where}",
+        library=f"{PROJECT_LIBRARY}{where}",
         docs="",
     )
     if base is not None:
@@ -962,6 +963,6 @@ def updater_spec(record: UpdaterSummary, qualname: str, where: str) -> ApiSpec |
         source=record.live,
         shadow=record.average,
         buffers=record.buffers,
-        library=f"defined in {where}",
+        library=f"{PROJECT_LIBRARY}{where}",
         elementwise=record.elementwise,
     )

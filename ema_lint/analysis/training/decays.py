@@ -158,8 +158,10 @@ class DecaySetting:
     @property
     def is_default(self) -> bool:
         """The weight and the interval are the library's own defaults."""
-        if self.definition:
-            return False  # the default is the value written here, for its own callers
+        if self.definition or self.spec.in_project or not self.spec.recipe_defaults:
+            # The default is the value written here, for its own callers; a project
+            # helper's default is the project's choice, and so is a call that repeats it.
+            return False
         weight_default = self.expr is None or (
             self.given is not None
             and self.weight.default is not None
