@@ -385,3 +385,73 @@ def test_a_name_rescheduled_from_its_value_starts_at_it(rebinding: str, expected
         assert value.via == "--moco-m default"
     if rebinding.startswith("adjust"):
         assert resolver.resolve(target) is None  # not a value of every run
+
+
+def _loop_variable(source: str, name: str = "rate"):
+    """The value of the last use of ``name`` in ``source``."""
+    ctx = FileContext(cst.parse_module(source), "t.py")
+    uses = [n for n in ctx.nodes(cst.Name) if n.value == name]
+    return ctx.get(ValueResolver).resolve(uses[-1])
+
+
+@pytest.mark.parametrize(
+    ("sequence", "expected"),
+    [
+        ("[0.999]", 0.999),
+        ("(0.99, 0.99)", 0.99),
+        ("[0.9999, 0.999]", None),  # different rates: no one value
+        ("[float(x) for x in '0.9'.split(',')]", 0.9),
+        ("[float(x) for x in '0.9,0.9'.split(',')]", 0.9),
+        ("[float(x) for x in '0.9,0.99'.split(',')]", None),
+        ("[float(x) for x in 'a,b'.split(',')]", None),
+        ("[x * 2 for x in '0.9'.split(',')]", None),  # not the items themselves
+        ("list((0.95,))", 0.95),
+    ],
+)
+def test_a_loop_variable_has_the_one_value_of_its_sequence(sequence: str, expected) -> None:
+    source = f"RATES = {sequence}\nfor rate, p in zip(RATES, params):\n    use(rate)\n"
+    value = _loop_variable(source)
+    assert (value.value if value is not None else None) == expected
+
+
+def test_rates_parsed_in_init_reach_the_loop_over_them() -> None:
+    source = """
+class Loop:
+    def __init__(self, ema_rate):
+        self.ema_rate = (
+            [ema_rate] if isinstance(ema_rate, float) else [float(x) for x in ema_rate.split(",")]
+        )
+
+    def update(self):
+        for rate, params in zip(self.ema_rate, self.ema_params):
+            use(rate)
+
+Loop(ema_rate=ARG)
+"""
+    for arg, expected in (('"0.99"', 0.99), ("0.9", 0.9), ('"0.9,0.99"', None), ("1", None)):
+        value = _loop_variable(source.replace("ARG", arg))
+        assert (value.value if value is not None else None) == expected, arg
+
+
+def test_enumerate_gives_the_element_and_other_unpacking_gives_nothing() -> None:
+    assert _loop_variable("for i, rate in enumerate([0.9]):\n    use(rate)\n").value == 0.9
+    assert _loop_variable("for rate, p in pairs([0.9]):\n    use(rate)\n") is None
+
+
+def test_options_made_from_a_dict_of_defaults() -> None:
+    source = """
+import argparse
+
+def create_argparser():
+    defaults = dict(lr=1e-4, ema_rate="0.9999", decay=0.5)
+    defaults.update(model_defaults())
+    defaults["decay"] = other()
+    parser = argparse.ArgumentParser()
+    add_dict_to_argparser(parser, defaults)
+    return parser
+
+args = create_argparser().parse_args()
+"""
+    assert resolve(source, "args.ema_rate").value == "0.9999"
+    assert resolve(source, "args.lr").value == 1e-4
+    assert resolve(source, "args.decay") is None  # rewritten after the dict is made

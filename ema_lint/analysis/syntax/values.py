@@ -220,6 +220,9 @@ class Binding:
     value: cst.BaseExpression | None = None
     param: cst.Param | None = None
     function: cst.FunctionDef | cst.Lambda | None = None
+    # For a loop variable ("other"): the sequence whose elements it takes
+    # (``for rate, params in zip(self.ema_rate, self.ema_params)``: ``self.ema_rate``).
+    element: cst.BaseExpression | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -316,6 +319,85 @@ class ValueResolver:
                 if value is not None:
                     found.append(Value(value.value, value.origin, value.via or node.value, True))
         return found
+
+    def elements_of(self, node: cst.BaseExpression) -> Value | None:
+        """The one value of the elements of what ``node`` holds, for a receiver that takes
+        a number, a sequence or a comma-separated string of them (``ema_rate="0.9999"``)."""
+        value = self.resolve(node)
+        if value is None:
+            try:
+                return self._elements(node, 0)
+            except RecursionError:
+                return None
+        if value.number is not None:
+            return value
+        if not isinstance(value.value, str):
+            return None
+        numbers = _numbers(value.value, ",")
+        if numbers is None:
+            return None
+        origin = value.origin if len(numbers) == 1 else None
+        return Value(numbers[0], origin, value.via, value.shared)
+
+    def element_source(self, node: cst.BaseExpression) -> cst.Name | None:
+        """The name a loop variable's sequence is built from, where that name is a
+        parameter: ``rate`` in ``for rate, p in zip(self.ema_rate, ...)``, with
+        ``self.ema_rate = [float(x) for x in ema_rate.split(",")]`` in ``__init__``."""
+        if not isinstance(node, cst.Name):
+            return None
+        bindings = self._lookup(node.value, self._scope_of(node))
+        if not bindings or len(bindings) != 1 or bindings[0].element is None:
+            return None
+        found = self._sequence_source(bindings[0].element, 0)
+        if found is None:
+            return None
+        params = self._lookup(found.value, self._scope_of(found))
+        return found if params and len(params) == 1 and params[0].kind == "param" else None
+
+    def _sequence_source(self, node: cst.BaseExpression, depth: int) -> cst.Name | None:
+        """The one name a sequence expression is made from (``[x]``, ``x.split(",")``
+        parsed, either branch of ``[x] if isinstance(x, float) else ...``)."""
+        if depth > self.MAX_DEPTH:
+            return None
+        if isinstance(node, (cst.List, cst.Tuple)):
+            if len(node.elements) != 1 or isinstance(node.elements[0], cst.StarredElement):
+                return None
+            value = node.elements[0].value
+            return value if isinstance(value, cst.Name) else None
+        if isinstance(node, cst.IfExp):
+            found = [self._sequence_source(b, depth + 1) for b in (node.body, node.orelse)]
+            names = {f.value for f in found if f is not None}
+            return next(f for f in found if f is not None) if len(names) == 1 else None
+        if isinstance(node, (cst.ListComp, cst.GeneratorExp)):
+            split = node.for_in.iter
+            if (
+                node.for_in.inner_for_in is None
+                and not node.for_in.ifs
+                and isinstance(split, cst.Call)
+                and isinstance(split.func, cst.Attribute)
+                and split.func.attr.value == "split"
+                and isinstance(split.func.value, cst.Name)
+            ):
+                return split.func.value
+            return None
+        if isinstance(node, cst.Name):
+            bindings = self._lookup(node.value, self._scope_of(node))
+            if bindings and len(bindings) == 1:
+                if bindings[0].kind == "param":
+                    return node
+                if bindings[0].kind == "assign" and bindings[0].value is not None:
+                    return self._sequence_source(bindings[0].value, depth + 1)
+            return None
+        if (
+            isinstance(node, cst.Attribute)
+            and isinstance(node.value, cst.Name)
+            and node.value.value == "self"
+        ):
+            cls = self._class_named(node.value, node)
+            assigned = self._self_attributes(cls).get(node.attr.value) if cls else None
+            if assigned and len(assigned) == 1 and assigned[0] is not None:
+                return self._sequence_source(assigned[0], depth + 1)
+        return None
 
     def scheduled_from(self, node: cst.BaseExpression) -> Value | None:
         """The value a name starts as when its other bindings only schedule it from that
@@ -638,12 +720,119 @@ class ValueResolver:
             return replace(inner, via=inner.via or name, shared=inner.shared or shared)
         if binding.kind == "param" and binding.param is not None:
             return self._resolve_param(binding, depth)
+        if binding.kind == "other" and binding.element is not None:
+            inner = self._elements(binding.element, depth + 1)
+            if inner is None:
+                return None
+            return replace(inner, via=inner.via or name, shared=inner.shared or shared)
         if binding.kind == "import":
             for qualified in self.imports.qualified_names(node):
                 if qualified in _MATH_CONSTANTS:
                     return Value(_MATH_CONSTANTS[qualified], None, qualified)
                 return Value(Symbol(qualified), None)
         return None
+
+    def _elements(self, node: cst.BaseExpression, depth: int) -> Value | None:
+        """The one value every element of the sequence ``node`` has: ``[0.9999]``,
+        ``(d, d)``, the parsed items of a comma-separated string (``[float(x) for x in
+        rates.split(",")]``, guided-diffusion's ``ema_rate="0.9999"``), through the names
+        and ``self`` attributes bound to it once. None when they differ or are unknown."""
+        if depth > self.MAX_DEPTH:
+            return None
+        if isinstance(node, (cst.List, cst.Tuple)):
+            items = node.elements
+            if not items or any(isinstance(e, cst.StarredElement) for e in items):
+                return None
+            return _common([self._resolve(e.value, depth + 1) for e in items])
+        if isinstance(node, cst.IfExp):
+            chosen = self._truth(node.test, depth + 1)
+            if chosen is not None:
+                return self._elements(node.body if chosen else node.orelse, depth + 1)
+            return _common([self._elements(b, depth + 1) for b in (node.body, node.orelse)])
+        if isinstance(node, (cst.ListComp, cst.GeneratorExp)):
+            return self._split_items(node, depth)
+        if isinstance(node, cst.Call) and dotted_name(node.func) in ("list", "tuple"):
+            if len(node.args) == 1 and not node.args[0].star and not node.args[0].keyword:
+                return self._elements(node.args[0].value, depth + 1)
+            return None
+        if isinstance(node, cst.Name):
+            bindings = self._lookup(node.value, self._scope_of(node))
+            if bindings and len(bindings) == 1 and bindings[0].kind == "assign":
+                value = bindings[0].value
+                if value is not None:
+                    inner = self._elements(value, depth + 1)
+                    return replace(inner, via=inner.via or node.value) if inner else None
+            return None
+        if (
+            isinstance(node, cst.Attribute)
+            and isinstance(node.value, cst.Name)
+            and node.value.value == "self"
+        ):
+            cls = self._class_named(node.value, node)
+            assigned = self._self_attributes(cls).get(node.attr.value) if cls else None
+            if assigned and len(assigned) == 1 and assigned[0] is not None:
+                return self._elements(assigned[0], depth + 1)
+        return None
+
+    def _split_items(self, node: cst.ListComp | cst.GeneratorExp, depth: int) -> Value | None:
+        """``[float(x) for x in text.split(",")]`` of a string that resolves: its items'
+        one value (the string literal is the origin when it holds one item)."""
+        clause = node.for_in
+        if clause.inner_for_in is not None or clause.ifs or not isinstance(clause.target, cst.Name):
+            return None
+        variable = clause.target.value
+        element = node.elt
+        if isinstance(element, cst.Call) and dotted_name(element.func) in ("float", "int"):
+            if len(element.args) != 1 or element.args[0].keyword or element.args[0].star:
+                return None
+            element = element.args[0].value
+        if not (isinstance(element, cst.Name) and element.value == variable):
+            return None
+        split = clause.iter
+        if not (
+            isinstance(split, cst.Call)
+            and isinstance(split.func, cst.Attribute)
+            and split.func.attr.value == "split"
+            and len(split.args) <= 1
+        ):
+            return None
+        separator: str | None = None
+        if split.args:
+            separator = _string(split.args[0].value)
+            if separator is None or split.args[0].keyword or split.args[0].star:
+                return None
+        text = self._resolve(split.func.value, depth + 1)
+        if text is None or not isinstance(text.value, str):
+            return None
+        numbers = _numbers(text.value, separator)
+        if numbers is None:
+            return None
+        origin = text.origin if len(numbers) == 1 else None
+        return Value(numbers[0], origin, text.via, text.shared)
+
+    def _truth(self, test: cst.BaseExpression, depth: int) -> bool | None:
+        """``isinstance(x, float)`` (or a tuple of builtin types) of a value that resolves;
+        None for any other test."""
+        if not (
+            isinstance(test, cst.Call)
+            and dotted_name(test.func) == "isinstance"
+            and not self._is_bound("isinstance", test)
+            and len(test.args) == 2
+            and not any(a.star or a.keyword for a in test.args)
+        ):
+            return None
+        kinds = test.args[1].value
+        names = [e.value for e in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
+        types: list[type] = []
+        for name in names:
+            builtin = _TYPES.get(dotted_name(name) or "") if isinstance(name, cst.Name) else None
+            if builtin is None:
+                return None
+            types.append(builtin)
+        value = self._resolve(test.args[0].value, depth + 1)
+        if value is None or isinstance(value.value, Symbol):
+            return None
+        return isinstance(value.value, tuple(types))
 
     def _resolve_param(self, binding: Binding, depth: int) -> Value | None:
         """A parameter: what every caller in the module passes, or its default."""
@@ -756,8 +945,9 @@ class ValueResolver:
             if isinstance(node.target, cst.Name):
                 add(node, node.target.value, Binding("other"))
         for node in ctx.nodes(cst.For):
+            sequences = _loop_sequences(node.target, node.iter)
             for name in targets(node.target):
-                add(node, name.value, Binding("other"))
+                add(node, name.value, Binding("other", element=sequences.get(id(name))))
         for node in ctx.nodes(cst.WithItem):
             if node.asname is not None:
                 for name in targets(node.asname.name):
@@ -1316,7 +1506,62 @@ class ValueResolver:
             for arg in call.args:
                 if arg.keyword is not None:
                     self._set_defaults[arg.keyword.value] = arg.value
+        for option in self._dict_options(calls):
+            options.setdefault(option.dest, []).append(option)
         self._argparse = options
+
+    def _dict_options(self, calls: dict[str, list[cst.Call]]) -> Iterator[ArgparseOption]:
+        """Options a helper adds from a dict of defaults: ``add_dict_to_argparser(parser,
+        defaults)`` (the openai diffusion scripts) makes ``--<key>`` with the dict's value
+        as its default and its type. A key written again later (``defaults["k"] = v``, an
+        ``update`` with that key) is not known; merging other groups
+        (``defaults.update(model_defaults())``) leaves the keys written here."""
+        for name, group in calls.items():
+            if "argparse" not in name.lower():
+                continue
+            for call in group:
+                if any(a.star for a in call.args):
+                    continue
+                for arg in call.args:
+                    obj = self._object(arg.value, 0)
+                    if not isinstance(obj, _Mapping):
+                        continue
+                    for key, value in _mapping_items(obj.node):
+                        if obj.name is not None and self._key_rewritten(obj.name, key):
+                            continue
+                        flag = f"--{key}"
+                        yield ArgparseOption(call, key, flag, value, None, None)
+
+    def _key_rewritten(self, name: str, key: str) -> bool:
+        """``name[key] = ...`` or ``name.update(key=...)``/``name.update({key: ...})``."""
+        for node in self.ctx.nodes(cst.Assign):
+            for target in node.targets:
+                t = target.target
+                if (
+                    isinstance(t, cst.Subscript)
+                    and isinstance(t.value, cst.Name)
+                    and t.value.value == name
+                    and _subscript_key(t) in (key, None)
+                ):
+                    return True
+        for call in self._calls().get("update", []):
+            func = call.func
+            if not (
+                isinstance(func, cst.Attribute)
+                and isinstance(func.value, cst.Name)
+                and func.value.value == name
+            ):
+                continue
+            for arg in call.args:
+                if arg.keyword is not None and arg.keyword.value == key:
+                    return True
+                if isinstance(arg.value, cst.Dict) and any(
+                    k == key for k, _ in _mapping_items(arg.value)
+                ):
+                    return True
+                if arg.star == "**":
+                    return True
+        return False
 
     def _argparse_value(self, base: cst.BaseExpression, dest: str, depth: int) -> Value | None:
         """``args.ema_decay``: the default of the module's ``--ema-decay`` option."""
@@ -1428,6 +1673,57 @@ def _rewraps(expr: cst.BaseExpression | None, name: str) -> bool:
         else:
             return False
     return isinstance(expr, cst.Name) and expr.value == name
+
+
+_TYPES: dict[str, type] = {"float": float, "int": int, "str": str, "bool": bool}
+
+
+def _numbers(text: str, separator: str | None) -> list[float] | None:
+    """The items of ``text`` split at ``separator``, when they are one repeated number."""
+    numbers: list[float] = []
+    for item in text.split(separator):
+        try:
+            numbers.append(float(item))
+        except ValueError:
+            return None
+    if not numbers or any(n != numbers[0] for n in numbers):
+        return None
+    return numbers
+
+
+def _common(values: list[Value | None]) -> Value | None:
+    """The value all of ``values`` share (the origin kept when there is one), or None."""
+    if not values or any(v is None for v in values):
+        return None
+    first = values[0]
+    assert first is not None
+    if any(type(v.value) is not type(first.value) or v.value != first.value for v in values):  # type: ignore[union-attr]
+        return None
+    if len(values) == 1:
+        return first
+    return Value(first.value, None, first.via, True, first.form)
+
+
+def _loop_sequences(
+    target: cst.BaseExpression, iterable: cst.BaseExpression
+) -> dict[int, cst.BaseExpression]:
+    """The sequence each loop variable takes its elements from, by the variable's node:
+    ``for x in xs``, ``for a, b in zip(xs, ys)``, ``for i, x in enumerate(xs)``."""
+    if isinstance(target, cst.Name):
+        return {id(target): iterable}
+    if not isinstance(target, (cst.Tuple, cst.List)) or not isinstance(iterable, cst.Call):
+        return {}
+    names = [e.value for e in target.elements]
+    args = iterable.args
+    if any(a.star or a.keyword for a in args):
+        return {}
+    func = dotted_name(iterable.func)
+    if func == "zip" and len(args) == len(names):
+        return {id(n): a.value for n, a in zip(names, args, strict=True) if isinstance(n, cst.Name)}
+    if func == "enumerate" and len(args) == 1 and len(names) == 2:
+        second = names[1]
+        return {id(second): args[0].value} if isinstance(second, cst.Name) else {}
+    return {}
 
 
 def _positional_names(function: cst.FunctionDef) -> tuple[str, ...]:
