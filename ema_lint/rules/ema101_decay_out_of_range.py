@@ -49,7 +49,12 @@ class DecayOutOfRange(Rule):
       at the literal, with the call and the use in the other file as related. A name that
       starts at the value and is rescheduled from it (``m = args.moco_m``, then ``m =
       adjust_moco_momentum(epoch, args)`` where that function reads ``moco_m``) is judged
-      at its start;
+      at its start. Lists of rates are followed too: ``TrainLoop(ema_rate=args.ema_rate)``
+      whose ``__init__`` parses ``[float(x) for x in ema_rate.split(",")]`` and whose
+      update loops ``for rate, params in zip(self.ema_rate, self.ema_params)`` (the
+      openai diffusion code), with the options made by ``add_dict_to_argparser(parser,
+      defaults)``: the rate is judged when every item of the list has one value, reported
+      on the string where it is written;
     - **per optimizer step**: an object that averages only every k-th step
       (``update_every``, ``interval``, ``every_n_steps``, ``update_every_n_steps``, or an
       ``if step % k == 0:`` around its update) has a per-step decay of ``D ** (1/k)``;
@@ -116,7 +121,10 @@ class DecayOutOfRange(Rule):
     - a library's own defaults (ema-pytorch's ``beta=0.9999`` with ``update_every=10``,
       Keras's ``ema_momentum=0.99``) are never judged against the built-in range: they are
       documented as correct for the runs the library targets. Setting ``min``/``max`` in
-      the configuration says what suits your runs, and then every value is judged;
+      the configuration says what suits your runs, and then every value is judged. A
+      helper of the project (or a copied one, guided-diffusion's ``update_ema(...,
+      rate=0.99)``) has no recipe: a value a call passes is judged even when it equals the
+      helper's default;
     - a decay computed from a half-life in updates (``0.5 ** (1 / halflife)``,
       ``exp(-1/tau)``) states its horizon explicitly and is only judged against the lower
       bound; one computed from a half-life in samples (``0.5 ** (batch / halflife_nimg)``,

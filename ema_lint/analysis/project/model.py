@@ -31,6 +31,7 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from functools import partial
 
 import libcst as cst
 
@@ -38,8 +39,8 @@ from ema_lint import limits
 from ema_lint.analysis.objects.apis import (
     API_SPECS,
     API_TABLE,
-    REQUIRED,
     PROJECT_LIBRARY,
+    REQUIRED,
     ApiSpec,
     Ramp,
     RampKind,
@@ -52,7 +53,7 @@ from ema_lint.analysis.syntax.context import FileContext
 from ema_lint.analysis.syntax.names import ImportTable, dotted_name
 from ema_lint.analysis.syntax.values import ValueResolver, rewraps
 from ema_lint.analysis.syntax.vocabulary import AVERAGE_COMPOUNDS, averaged_identifier
-from ema_lint.analysis.training.decays import HAND_MADE, hand_weight
+from ema_lint.analysis.training.decays import HAND_MADE, hand_weight, named_use, spec_use
 from ema_lint.analysis.training.forwarded import ForwardedCall
 from ema_lint.prefilter import code_names, without_prose
 
@@ -113,24 +114,29 @@ class SummaryStore:
         if read is None:
             return None
         digest, data = read
-        if digest in self.memory:
-            return digest, self.memory[digest]
-        found = self._load_disk(digest)
+        me = resolution.module_for_path(path)
+        key = digest
+        if me.package:
+            # Relative imports name table APIs through the package: part of the key.
+            key += "-" + hashlib.sha256(me.package.encode()).hexdigest()[:8]
+        if key in self.memory:
+            return digest, self.memory[key]
+        found = self._load_disk(key)
         if found is None:
-            found = self._compute(data, path)
-            self._save_disk(digest, found)
-        self.memory[digest] = found
+            found = self._compute(data, path, me)
+            self._save_disk(key, found)
+        self.memory[key] = found
         return digest, found
 
     @staticmethod
-    def _compute(data: bytes, path: str) -> ModuleSummary | None:
+    def _compute(data: bytes, path: str, me: ModuleFile) -> ModuleSummary | None:
         if not module_relevant(data):
             return ModuleSummary()  # nothing about averaging or steps: an empty summary
         if limits.check(data) is not None:
             return None
         try:
             module = cst.parse_module(data)
-            found = summarize(module, path, data)
+            found = summarize(module, path, data, partial(resolution.absolute_name, me))
         except Exception:  # a module that does not parse or analyse tells nothing
             return None
         _remember_parse(data, module)
@@ -522,10 +528,42 @@ class ProjectLink:
             for record in group.weights:
                 if record.instance is not instance:
                     continue  # ``MoCo(...)`` makes one; ``model(...)`` runs its forward
-                forwarded = _forwarded_call(record, where)
+                if record.callee:
+                    forwarded = self._handed_on(record, where)
+                else:
+                    forwarded = _forwarded_call(record, where)
                 if forwarded is not None and forwarded not in found:
                     found.append(forwarded)
         return found
+
+    def _handed_on(self, record: ForwardedSummary, where: str) -> ForwardedCall | None:
+        """A value another module hands on to a function it imports: a weight when that
+        function is an averaging API of the table or the project taking its weight in the
+        argument the value is passed as."""
+        spec = self.spec_for(record.callee)
+        if spec is None or spec.weight is None:
+            return None
+        weight = spec.weight
+        if record.slot.startswith("#"):
+            if spec.position_of(weight.param) != int(record.slot[1:]):
+                return None
+        elif record.slot != weight.param:
+            return None
+        use = named_use(spec_use(spec), f"{record.callee} {record.param} {weight.param}")
+        ramp = weight.ramps[0] if len(weight.ramps) == 1 else None
+        return ForwardedCall(
+            tuple(record.params),
+            record.param,
+            record.attribute,
+            spec,
+            weight,
+            use,
+            1,
+            ramp,
+            len(weight.ramps) > 1,
+            f"{record.used_by} in {where}:{record.line}",
+            record.elements,
+        )
 
     def _constructors(self, name: cst.Name, depth: int, seen: set[tuple[int, str]]) -> list[str]:
         """Qualified names of the calls that may have made the object ``name`` holds: its
@@ -832,6 +870,7 @@ def _forwarded_call(record: ForwardedSummary, where: str) -> ForwardedCall | Non
         ramp,
         record.ramp == -2,
         f"{record.used_by} in {where}:{record.line}",
+        record.elements,
     )
 
 

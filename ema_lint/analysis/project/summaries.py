@@ -36,12 +36,13 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import libcst as cst
 
+from ema_lint.analysis.objects.api_calls import ApiCalls
 from ema_lint.analysis.objects.apis import API_TABLE, REQUIRED, ApiSpec, Role
 from ema_lint.analysis.objects.averaging import AveragingObjects
 from ema_lint.analysis.objects.recalibration import LocalBnUpdates
@@ -53,6 +54,7 @@ from ema_lint.analysis.objects.updates import (
     strip_tensor,
 )
 from ema_lint.analysis.syntax.context import FileContext
+from ema_lint.analysis.syntax.index import ModuleIndex
 from ema_lint.analysis.syntax.names import ImportTable, dotted_name
 from ema_lint.analysis.syntax.values import (
     ValueResolver,
@@ -62,13 +64,14 @@ from ema_lint.analysis.syntax.values import (
 )
 from ema_lint.analysis.syntax.vocabulary import (
     NOT_WEIGHT_TOKENS,
+    averaged_identifier,
     is_averaged_name,
     names_an_average,
     tokens,
 )
 from ema_lint.analysis.training.decays import HAND_MADE, DecaySettings
 from ema_lint.analysis.training.evaluation import EvaluationSites
-from ema_lint.analysis.training.forwarded import CALL_METHODS, called_as
+from ema_lint.analysis.training.forwarded import CALL_METHODS, called_as, forwarding_parameter
 from ema_lint.analysis.training.modes import ModeTracker
 
 from ..syntax.params import all_params
@@ -215,6 +218,12 @@ class ForwardedSummary:
     ramp: int = -1  # index of the API weight's warmup that applies; -1 none, -2 unknown
     used_by: str = ""  # ``update_ema()``, for messages
     instance: bool = False  # ``name`` is a class: calls of its instances run ``forward``
+    elements: bool = False  # the weight is an element of what is passed (a list, "a,b")
+    # Handed on to an imported function (its absolute name) as the argument ``slot``
+    # (a keyword, or "#<position>"): the calling module asks the project whether that
+    # function averages and takes its weight there (api, side and use are then unset).
+    callee: str = ""
+    slot: str = ""
 
 
 @dataclass(frozen=True)
@@ -279,10 +288,47 @@ class ModuleSummary:
 
 
 # Extraction --------------------------------------------------------------------------------
-def summarize(module: cst.Module, path: str, source: bytes | str | None = None) -> ModuleSummary:
+def _passes_keywords_up(index: ModuleIndex, init: cst.FunctionDef) -> set[str] | None:
+    """The parameters ``init`` keeps for itself when it hands the rest to its base
+    (``super().__init__(**kwargs)``), or None when it does not."""
+    star = init.params.star_kwarg
+    if not isinstance(star, cst.Param):
+        return None
+    name = star.name.value
+    for call in index.descendants(init, cst.Call):
+        assert isinstance(call, cst.Call)
+        func = call.func
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "__init__"
+            and isinstance(func.value, cst.Call)
+            and dotted_name(func.value.func) == "super"
+            and any(
+                a.star == "**" and isinstance(a.value, cst.Name) and a.value.value == name
+                for a in call.args
+            )
+        ):
+            return {p.name.value for p in all_params(init.params)}
+    return None
+
+
+# Keywords that may carry an averaging weight into a function whose name does not say it
+# averages (``soft_update(target, source, tau=tau)``).
+_WEIGHT_KEYWORDS = frozenset(
+    {"decay", "rate", "momentum", "beta", "tau", "polyak", "ema_decay", "ema_rate", "ema_momentum"}
+)
+
+
+def summarize(
+    module: cst.Module,
+    path: str,
+    source: bytes | str | None = None,
+    absolute: Callable[[str], str | None] | None = None,
+) -> ModuleSummary:
     """The summary of a parsed module (its own analysis, no other file read). ``source``,
-    the text the module was parsed from, saves generating it again for the lines."""
-    ctx = FileContext(module, path)
+    the text the module was parsed from, saves generating it again for the lines;
+    ``absolute`` names its relative imports from its package (``.nn`` -> ``pkg.nn``)."""
+    ctx = FileContext(module, path, absolute=absolute)
     return _Extractor(ctx).run(source)
 
 
@@ -1126,18 +1172,19 @@ class _Extractor:
 
     def _forwarded(self) -> list[ForwardedSummary]:
         """The weights of this module's averages that its callers elsewhere give."""
-        if not self.objects.objects:
-            return []
         found: list[ForwardedSummary] = []
         uses: dict[int, cst.CSTNode] = {}
+        if not self.objects.objects:
+            found = self._handed_on(uses)
+            return found + self._inherited_forwarding(found, uses)
         for weight in self.ctx.get(DecaySettings).forwarded:
             spec = weight.spec
-            if spec is HAND_MADE:
-                api = ""
+            if spec is HAND_MADE or spec.in_project:
+                api = ""  # a project helper's weight: its side is all its callers need
             elif API_TABLE.get(spec.qualname) is spec and spec.weight is weight.weight:
                 api = spec.qualname
             else:
-                continue  # a project class's spec: not rebuilt from a name (yet)
+                continue
             ramps = weight.weight.ramps
             ramp = -2 if weight.ramp_unknown else -1
             if weight.ramp is not None and weight.ramp in ramps:
@@ -1157,17 +1204,71 @@ class _Extractor:
                 weight.interval,
                 ramp,
                 weight.used_by,
-                name != weight.function.name.value,
+                name != weight.function.name.value and weight.function.name.value != "__init__",
+                weight.elements,
             )
             found.append(self._at(record, weight.use_node))
             uses[id(record)] = weight.use_node
+        found += self._handed_on(uses)
         return found + self._inherited_forwarding(found, uses)
+
+    def _handed_on(self, uses: dict[int, cst.CSTNode]) -> list[ForwardedSummary]:
+        """Values this module hands, unread, to a function it imports: ``update_ema(params,
+        self.params, rate=rate)`` with ``rate`` an element of ``TrainLoop``'s ``ema_rate``.
+        Whether the callee averages, and with which argument, is the calling module's to ask
+        of the project (a summary never reads another module's)."""
+        imports = self.ctx.get(ImportTable)
+        bound = {id(b.call) for b in self.ctx.get(ApiCalls).calls}
+        found: list[ForwardedSummary] = []
+        for call in self.ctx.nodes(cst.Call):
+            if id(call) in bound or not call.args:
+                continue
+            names = [q for q in imports.qualified_names(call.func) if not q.startswith(".")]
+            if not names:
+                continue
+            callee = names[-1]
+            averaging = averaged_identifier(callee.rpartition(".")[2])
+            position = 0
+            for arg in call.args:
+                if arg.star:
+                    break
+                slot = arg.keyword.value if arg.keyword is not None else f"#{position}"
+                if arg.keyword is None:
+                    position += 1
+                if not averaging and slot not in _WEIGHT_KEYWORDS:
+                    continue
+                hit = forwarding_parameter(self.resolver, self.index, arg.value)
+                if hit is None:
+                    continue
+                function, param, attribute, elements = hit
+                name = called_as(self.index, function)
+                if name is None:
+                    continue
+                record = ForwardedSummary(
+                    name,
+                    0,
+                    list(positional_names(function)),
+                    param,
+                    attribute,
+                    "",
+                    "",
+                    "",
+                    used_by=f"{callee.rpartition('.')[2]}()",
+                    instance=name != function.name.value and function.name.value != "__init__",
+                    elements=elements,
+                    callee=callee,
+                    slot=slot,
+                )
+                found.append(self._at(record, call))
+                uses[id(record)] = call
+        return found
 
     def _inherited_forwarding(
         self, found: list[ForwardedSummary], uses: dict[int, cst.CSTNode]
     ) -> list[ForwardedSummary]:
-        """The records of a class's ``forward`` for its subclasses of the module that keep
-        it (``MoCo_ViT(MoCo)`` is called like ``MoCo``)."""
+        """The records of a class's ``forward`` (or ``__init__``) for its subclasses of the
+        module that keep it (``MoCo_ViT(MoCo)`` is called like ``MoCo``; ``CMTrainLoop(
+        TrainLoop)`` whose ``__init__`` hands ``**kwargs`` to ``super().__init__``)."""
         if not found:
             return []
         classes = {
@@ -1175,26 +1276,40 @@ class _Extractor:
             for c in self.ctx.nodes(cst.ClassDef)
             if self.index.enclosing(c, cst.ClassDef, cst.FunctionDef) is None
         }
-        by_class: dict[str, list[ForwardedSummary]] = {}
+        by_class: dict[tuple[str, bool], list[ForwardedSummary]] = {}
         for record in found:
             if record.name in classes:
-                by_class.setdefault(record.name, []).append(record)
+                by_class.setdefault((record.name, record.instance), []).append(record)
         inherited: list[ForwardedSummary] = []
         for name, cls in classes.items():
-            current = cls
-            for _ in range(MAX_BASES):
-                if current is not cls and current.name.value in by_class:
-                    for record in by_class[current.name.value]:
-                        copy = dataclasses.replace(record, name=name)
-                        inherited.append(self._at(copy, uses[id(record)]))
-                    break
-                if name in by_class or any(m in self._methods(current) for m in CALL_METHODS):
-                    break  # its own call
-                bases = [b.value.value for b in current.bases if isinstance(b.value, cst.Name)]
-                local = [b for b in bases if b in classes]
-                if not local:
-                    break
-                current = classes[local[0]]
+            for instance in (True, False):
+                current = cls
+                kept: set[str] | None = None  # the keywords a ``**kwargs`` chain passes up
+                for _ in range(MAX_BASES):
+                    key = (current.name.value, instance)
+                    if current is not cls and key in by_class:
+                        for record in by_class[key]:
+                            if kept is not None and record.param in kept:
+                                continue
+                            params = [] if kept is not None else record.params
+                            copy = dataclasses.replace(record, name=name, params=params)
+                            inherited.append(self._at(copy, uses[id(record)]))
+                        break
+                    methods = self._methods(current)
+                    if (name, instance) in by_class:
+                        break  # its own call
+                    if instance and any(m in methods for m in CALL_METHODS):
+                        break
+                    if not instance and "__init__" in methods:
+                        own = _passes_keywords_up(self.index, methods["__init__"])
+                        if own is None:
+                            break
+                        kept = own | (kept or set())
+                    bases = [b.value.value for b in current.bases if isinstance(b.value, cst.Name)]
+                    local = [b for b in bases if b in classes]
+                    if not local:
+                        break
+                    current = classes[local[0]]
         return inherited
 
     def _evidence(self, expr: cst.BaseExpression) -> str | None:

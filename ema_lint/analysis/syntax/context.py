@@ -42,9 +42,13 @@ class FileContext:
         module: cst.Module,
         path: str,
         project: Callable[[FileContext], Any] | None = None,
+        absolute: Callable[[str], str | None] | None = None,
     ) -> None:
         self.module = module
         self.path = path
+        # Without a project: the absolute name of a relative import (``.nn`` -> ``pkg.nn``)
+        # from the file's package, so that a summary matches the API table's entries too.
+        self.absolute = absolute
         self.index = ModuleIndex(module)
         self._facts: dict[type, Any] = {}
         self._project_factory = project

@@ -56,7 +56,12 @@ class ImportTable:
             module = _module_name(node.module, len(node.relative))
             # A relative import also stands for its absolute name (``.nn`` -> ``pkg.nn``),
             # when the file's package is known, so it matches the API table's entries.
-            absolute = ctx.project.absolute(module) if node.relative and ctx.project else None
+            absolute = None
+            if node.relative:
+                if ctx.project:
+                    absolute = ctx.project.absolute(module)
+                elif ctx.absolute is not None:
+                    absolute = ctx.absolute(module)
             if isinstance(node.names, cst.ImportStar):
                 table.star_modules.append(module)
                 continue

@@ -789,7 +789,7 @@ class DecaySettings:
         found = forwarding_parameter(self.resolver, self.ctx.index, expr)
         if found is None:
             return
-        function, param, attribute = found
+        function, param, attribute, elements = found
         for known in self.forwarded:
             if known.use_node is use_node and (known.function, known.param, known.attribute) == (
                 function,
@@ -810,6 +810,7 @@ class DecaySettings:
                 ramp_unknown,
                 use_node,
                 used_by,
+                elements,
             )
         )
 
@@ -896,14 +897,7 @@ class DecaySettings:
     def _hand_use(obj: AveragingObject, coefficient: str) -> Use:
         """The object's use, unless the coefficient's name says it is a target network's
         rate (``tau``, ``polyak``) or a teacher's momentum."""
-        if obj.use is not Use.EVAL:
-            return obj.use
-        text = coefficient.lower()
-        if any(word in text for word in _TARGET_WORDS):
-            return Use.TARGET
-        if any(word in text for word in _TEACHER_WORDS):
-            return Use.TEACHER
-        return obj.use
+        return named_use(obj.use, coefficient)
 
     def _hand_interval(self, update: InPlaceUpdate) -> int | None:
         """The number of optimizer steps between two runs of the update: the ``% k == 0``
@@ -934,6 +928,27 @@ class DecaySettings:
         if len(outer) > 1:
             return None
         return own * (outer.pop() if outer else 1)
+
+
+def named_use(use: Use, name: str) -> Use:
+    """``use``, unless it is an evaluation EMA's and ``name`` says a target network's rate
+    (``tau``, ``polyak``) or a teacher's momentum."""
+    if use is not Use.EVAL:
+        return use
+    text = name.lower()
+    if any(word in text for word in _TARGET_WORDS):
+        return Use.TARGET
+    if any(word in text for word in _TEACHER_WORDS):
+        return Use.TEACHER
+    return use
+
+
+def spec_use(spec: ApiSpec) -> Use:
+    """The use an API's averages have when nothing else says (its ``default_use``)."""
+    return _SPEC_USES.get(spec.default_use, Use.EVAL)
+
+
+_SPEC_USES = {"target": Use.TARGET, "teacher": Use.TEACHER, "unknown": Use.UNKNOWN}
 
 
 def describe_value(setting: DecaySetting) -> str:

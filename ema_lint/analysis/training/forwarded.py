@@ -44,6 +44,9 @@ class ForwardedWeight:
     ramp_unknown: bool
     use_node: cst.CSTNode
     used_by: str
+    # The weight takes the elements of what is passed (a number, a list of numbers or a
+    # comma-separated string: ``for rate in self.ema_rate`` built from ``ema_rate``).
+    elements: bool = False
 
 
 @dataclass(frozen=True)
@@ -62,16 +65,24 @@ class ForwardedCall:
     ramp: Ramp | None
     ramp_unknown: bool
     where: str
+    elements: bool = False
 
 
 def forwarding_parameter(
-    resolver: ValueResolver, index: ModuleIndex, expr: cst.BaseExpression | None
-) -> tuple[cst.FunctionDef, str, str | None] | None:
-    """``(function, param, attribute)`` when ``expr`` is a parameter of a top-level function
-    (``decay``) or an attribute of one (``args.ema_rate``) that no call of this module
-    passes: its value comes from callers elsewhere, if anywhere."""
+    resolver: ValueResolver, index: ModuleIndex, expr: cst.BaseExpression | None, depth: int = 0
+) -> tuple[cst.FunctionDef, str, str | None, bool] | None:
+    """``(function, param, attribute, elements)`` when ``expr`` is a parameter of a top-level
+    function (``decay``) or an attribute of one (``args.ema_rate``) that no call of this
+    module passes: its value comes from callers elsewhere, if anywhere. ``elements``: the
+    weight is an element of a sequence built from the parameter (``for rate, params in
+    zip(self.ema_rate, ...)`` with ``self.ema_rate`` parsed from ``__init__``'s
+    ``ema_rate``)."""
     attribute = None
     base = expr
+    elements = False
+    source = resolver.element_source(expr) if expr is not None else None
+    if source is not None:
+        base, elements = source, True
     if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
         attribute, base = expr.attr.value, expr.value
     if not isinstance(base, cst.Name):
@@ -88,12 +99,22 @@ def forwarding_parameter(
         return None  # a closure, or a method its callers reach through more than a call
     if index.enclosing(function, cst.ClassDef) is not None and param is function.params.params[0]:
         return None  # ``self``
+    callers = resolver.callers(function)
+    if callers and attribute is None and not elements and depth < MAX_HAND_ON:
+        # A helper of this module (``update_ema(..., rate=rate)`` inside a loop over the
+        # rates): what its one caller passes may come from elsewhere in turn.
+        passed = [argument for _, argument in resolver.arguments_for(function, param)]
+        if len(passed) == 1 and passed[0] is not None and passed[0] is not STAR:
+            return forwarding_parameter(resolver, index, passed[0], depth + 1)
+        return None
     if attribute is None and param.default is not None:
         return None  # the default is this module's value, judged where it is written
-    if resolver.callers(function):
+    if callers:
         return None  # this module's own calls say what it gets
-    return function, base.value, attribute
+    return function, base.value, attribute, elements
 
+
+MAX_HAND_ON = 3  # helpers of one module handing a weight on to each other
 
 CALL_METHODS = ("forward", "__call__")  # what calling an instance runs (``nn.Module``'s call)
 
@@ -101,13 +122,14 @@ CALL_METHODS = ("forward", "__call__")  # what calling an instance runs (``nn.Mo
 def called_as(index: ModuleIndex, function: cst.FunctionDef) -> str | None:
     """The name other modules call ``function`` by: a top-level function's own name, or
     the class of a ``forward``/``__call__`` method (``model(x1, x2, m)`` runs
-    ``MoCo.forward``); None for closures and other methods."""
+    ``MoCo.forward``) or of ``__init__`` (``TrainLoop(...)`` runs it); None for closures
+    and other methods."""
     owner = index.enclosing(function, cst.ClassDef, cst.FunctionDef)
     if owner is None:
         return function.name.value
     if (
         isinstance(owner, cst.ClassDef)
-        and function.name.value in CALL_METHODS
+        and function.name.value in (*CALL_METHODS, "__init__")
         and index.enclosing(owner, cst.ClassDef, cst.FunctionDef) is None
         and function.params.params
     ):
@@ -129,5 +151,7 @@ def passed_value(resolver: ValueResolver, call: cst.Call, forwarded: ForwardedCa
     if arg is None:
         return None
     if forwarded.attribute is None:
+        if forwarded.elements:
+            return resolver.elements_of(arg)
         return resolver.resolve(arg) or resolver.scheduled_from(arg)
     return resolver.member(arg, forwarded.attribute)
