@@ -388,16 +388,20 @@ class ValueResolver:
                 if bindings[0].kind == "assign" and bindings[0].value is not None:
                     return self._sequence_source(bindings[0].value, depth + 1)
             return None
-        if (
+        kept = self._kept_on_self(node)
+        return self._sequence_source(kept, depth + 1) if kept is not None else None
+
+    def _kept_on_self(self, node: cst.BaseExpression) -> cst.BaseExpression | None:
+        """The one expression ``self.<attr>`` is assigned in its class, if ``node`` is one."""
+        if not (
             isinstance(node, cst.Attribute)
             and isinstance(node.value, cst.Name)
             and node.value.value == "self"
         ):
-            cls = self._class_named(node.value, node)
-            assigned = self._self_attributes(cls).get(node.attr.value) if cls else None
-            if assigned and len(assigned) == 1 and assigned[0] is not None:
-                return self._sequence_source(assigned[0], depth + 1)
-        return None
+            return None
+        cls = self._class_named(node.value, node)
+        assigned = self._self_attributes(cls).get(node.attr.value) if cls else None
+        return assigned[0] if assigned and len(assigned) == 1 else None
 
     def scheduled_from(self, node: cst.BaseExpression) -> Value | None:
         """The value a name starts as when its other bindings only schedule it from that
@@ -763,16 +767,8 @@ class ValueResolver:
                     inner = self._elements(value, depth + 1)
                     return replace(inner, via=inner.via or node.value) if inner else None
             return None
-        if (
-            isinstance(node, cst.Attribute)
-            and isinstance(node.value, cst.Name)
-            and node.value.value == "self"
-        ):
-            cls = self._class_named(node.value, node)
-            assigned = self._self_attributes(cls).get(node.attr.value) if cls else None
-            if assigned and len(assigned) == 1 and assigned[0] is not None:
-                return self._elements(assigned[0], depth + 1)
-        return None
+        kept = self._kept_on_self(node)
+        return self._elements(kept, depth + 1) if kept is not None else None
 
     def _split_items(self, node: cst.ListComp | cst.GeneratorExp, depth: int) -> Value | None:
         """``[float(x) for x in text.split(",")]`` of a string that resolves: its items'
