@@ -13,10 +13,8 @@ finish in, so the output is the same with any number of jobs.
 from __future__ import annotations
 
 import difflib
-import errno
 import json
 import os
-import stat
 import time
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +29,7 @@ from .decoding import text_for_matching
 from .diagnostics import Diagnostic
 from .discovery import discover
 from .file_settings import FileSettings
+from .files import read_regular
 from .pool import LazyPool, available_cpus
 from .prefilter import PreFilter, for_rules
 from .reporters import RunResult
@@ -65,17 +64,9 @@ class FileOutcome:
     note: str | None = None
 
 
-def _nonblocking(path: str, flags: int) -> int:
-    # Opening a FIFO for reading blocks until a writer comes: never wait for one.
-    return os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
-
-
 def read_source(path: Path) -> bytes:
     """A file's bytes; anything but a regular file (a FIFO, ``/dev/zero``) is an OSError."""
-    with open(path, "rb", opener=_nonblocking) as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
-        return handle.read()
+    return read_regular(path)
 
 
 def _decode_for_diff(data: bytes) -> list[str]:

@@ -70,6 +70,20 @@ def test_a_special_file_named_on_the_command_line_is_refused(project: Path, thro
 
 
 @needs_fifo
+def test_special_files_the_project_model_would_read_are_passed_over(project: Path) -> None:
+    # Only train.py is named: the FIFOs are an imported module and a would-be importer,
+    # which the project model reads on its own (for summaries and callers).
+    (project / "setup.cfg").write_text("")
+    caller = "\n\ndef train_one_epoch(model, model_ema):\n    model_ema.update(model)\n"
+    (project / "train.py").write_text("from helpers import ModelEMA\n" + BAD + caller)
+    os.mkfifo(project / "helpers.py")
+    os.mkfifo(project / "engine.py")
+    done = _ema_lint(project, "--no-cache", "train.py")
+    assert "Traceback" not in done.stdout + done.stderr
+    assert "train.py:4:31: EMA101" in done.stdout, done.stdout
+
+
+@needs_fifo
 def test_a_configuration_that_is_a_fifo_is_refused(project: Path) -> None:
     (project / "train.py").write_text(BAD)
     os.mkfifo(project / "ema-lint.toml")

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from ema_lint.analysis.syntax.vocabulary import averaged_identifier
+from ema_lint.files import read_regular
 from ema_lint.prefilter import code_names, without_prose
 
 from .resolution import module_for_path, module_stem, project_files, project_root, resolve
@@ -237,9 +238,9 @@ def _read(path: str) -> bytes | None:
     known = _READ.get(path)
     if known is not None and known[0] == signature:
         return known[1]
+    data: bytes | None
     try:
-        with open(path, "rb") as handle:
-            data: bytes | None = handle.read()
+        data = read_regular(path)
     except OSError:
         data = None
     if len(_READ) >= MAX_READ:

@@ -55,6 +55,7 @@ from ema_lint.analysis.syntax.values import ValueResolver, rewraps
 from ema_lint.analysis.syntax.vocabulary import AVERAGE_COMPOUNDS, averaged_identifier
 from ema_lint.analysis.training.decays import HAND_MADE, hand_weight, named_use, spec_use
 from ema_lint.analysis.training.forwarded import ForwardedCall
+from ema_lint.files import read_regular
 from ema_lint.prefilter import code_names, without_prose
 
 from . import admission, resolution
@@ -101,8 +102,7 @@ class SummaryStore:
         if st.st_size > MAX_FILE_BYTES:
             return None
         try:
-            with open(path, "rb") as handle:
-                data = handle.read()
+            data = read_regular(path)
         except OSError:
             return None
         digest = hashlib.sha256(data).hexdigest()

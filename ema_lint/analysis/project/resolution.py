@@ -24,6 +24,8 @@ import os
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ema_lint.files import read_regular
+
 try:  # Python 3.11+
     import tomllib
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
@@ -89,8 +91,7 @@ def project_root(folder: str) -> str | None:
 def _configured_src(root: str) -> tuple[str, ...]:
     path = os.path.join(root, "pyproject.toml")
     try:
-        with open(path, "rb") as handle:
-            data = tomllib.load(handle)
+        data = tomllib.loads(read_regular(path).decode("utf-8"))
     except (OSError, ValueError, UnicodeDecodeError):
         return ()
     tool = data.get("tool")
