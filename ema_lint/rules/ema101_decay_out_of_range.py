@@ -301,6 +301,8 @@ class DecayOutOfRange(Rule):
             effect = "still dominated by early weights late in training"
         if setting.ramp is not None:
             effect += "; the warmup only approaches this value"
+        if setting.value is not None and setting.value.form == "schedule-start":
+            effect += "; the schedule rises from this value"
         kind = "a teacher" if setting.use is Use.TEACHER else "an evaluation EMA"
         return (
             f"{what} {describe_decay(step, unit=unit)}: {effect}; "

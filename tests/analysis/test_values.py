@@ -455,3 +455,34 @@ args = create_argparser().parse_args()
     assert resolve(source, "args.ema_rate").value == "0.9999"
     assert resolve(source, "args.lr").value == 1e-4
     assert resolve(source, "args.decay") is None  # rewritten after the dict is made
+
+
+@pytest.mark.parametrize(
+    ("schedule", "expected"),
+    [
+        ("cosine_scheduler(0.996, 1, 100, 10)", 0.996),
+        ("utils.cosine_scheduler(BASE, 1.0, 100, 10)", 0.99),
+        ("CosineScheduler(base_value=0.99, final_value=1.0)", 0.99),
+        ("np.linspace(0.95, 0.999, 1000)", 0.95),
+        ("np.linspace(0.0, 0.999, 1000)", None),  # a warmup from zero: no decay
+        ("cosine_scheduler(0.9999, 0.9, 100, 10)", None),  # falls: not a start to judge
+        ("make_table(0.996, 1)", None),  # not a schedule
+    ],
+)
+def test_an_element_of_a_rising_schedule_is_its_start(schedule: str, expected) -> None:
+    source = f"import numpy as np\nBASE = 0.99\nschedule = {schedule}\n"
+    value = resolve(source, "schedule[it]")
+    assert (value.value if value is not None else None) == expected
+    if value is not None:
+        assert value.form == "schedule-start"
+
+
+def test_a_schedule_passed_to_the_training_function_is_followed() -> None:
+    source = """
+def train_one_epoch(loader, momentum_schedule):
+    for it, batch in enumerate(loader):
+        m = momentum_schedule[it]
+
+train_one_epoch(loader, cosine_scheduler(0.996, 1, 10, 10))
+"""
+    assert _loop_variable(source, "m").value == 0.996

@@ -75,7 +75,8 @@ class Value:
     # "half-life" when the number is computed from a half-life or time constant
     # (``0.5 ** (1 / halflife)``, ``math.exp(-1 / tau)``): a deliberately chosen horizon;
     # "half-life-samples" when that half-life is counted in samples (``0.5 ** (batch /
-    # halflife_nimg)``): the batch-aware form the StyleGAN and EDM recipes use.
+    # halflife_nimg)``): the batch-aware form the StyleGAN and EDM recipes use;
+    # "schedule-start" when it is where a rising schedule starts (its lowest value).
     form: str = ""
 
     @property
@@ -1415,7 +1416,7 @@ class ValueResolver:
     def _resolve_subscript(self, node: cst.Subscript, depth: int) -> Value | None:
         key = _subscript_key(node)
         if key is None:
-            return None
+            return self._schedule_start(node.value, depth + 1)
         obj = self._object(node.value, depth + 1)
         if not isinstance(obj, _Mapping) or self._mutated(obj, key):
             return None
@@ -1427,6 +1428,49 @@ class ValueResolver:
                 via = inner.via or self.ctx.code(node).strip()
                 return replace(inner, via=via, shared=inner.shared)
         return None
+
+    def _schedule_start(self, node: cst.BaseExpression, depth: int) -> Value | None:
+        """``momentum_schedule[it]`` of ``cosine_scheduler(args.momentum_teacher, 1, ...)``
+        (DINO's teacher): the value a rising schedule of decays starts at, its lowest, which
+        every step of the first epochs is close to. Followed through names and the
+        arguments a module's callers pass; a schedule that starts below 0.5 (a warmup from
+        zero) or falls is not read as a decay."""
+        if depth > self.MAX_DEPTH:
+            return None
+        if isinstance(node, cst.Name):
+            bindings = self._lookup(node.value, self._scope_of(node))
+            if not bindings or len(bindings) != 1:
+                return None
+            binding = bindings[0]
+            if binding.kind == "assign" and binding.value is not None:
+                return self._schedule_start(binding.value, depth + 1)
+            if binding.kind == "param" and isinstance(binding.function, cst.FunctionDef):
+                assert binding.param is not None
+                passed = self.arguments_for(binding.function, binding.param)
+                starts = [
+                    self._schedule_start(a, depth + 1) if a is not None and a is not _STAR else None
+                    for _, a in passed
+                ]
+                return _common(starts) if starts else None
+            return None
+        if not isinstance(node, cst.Call) or any(a.star for a in node.args):
+            return None
+        name = (dotted_name(node.func) or "").rpartition(".")[2].lower()
+        if "schedul" not in name and name != "linspace":
+            return None
+        positional = [a.value for a in node.args if a.keyword is None]
+        keywords = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
+        start_expr = positional[0] if positional else keywords.get("base_value")
+        end_expr = positional[1] if len(positional) > 1 else keywords.get("final_value")
+        if start_expr is None:
+            return None
+        start = self._resolve(start_expr, depth + 1)
+        if start is None or start.number is None or not 0.5 <= start.number < 1.0:
+            return None
+        end = self._resolve(end_expr, depth + 1) if end_expr is not None else None
+        if end is not None and (end.number is None or end.number < start.number):
+            return None
+        return replace(start, form="schedule-start")
 
     def _resolve_get(self, node: cst.Call, depth: int) -> Value | None:
         func = node.func
