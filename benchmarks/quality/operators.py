@@ -1017,6 +1017,14 @@ def out_of_place(ctx: Context) -> Iterator[Site]:
         edit.put(small, new)
         edit.lines.add(ctx.line(stmt))
         yield Site(f"in-place update bound to `{root.value}`", edit)
+        if methods == ["add_", "mul_"] or methods == ["mul_", "add_"]:
+            # ``e.mul(d).add_(...)``: only the head made out-of-place, the statement kept.
+            head = next(c for c in chain if last_name(c.func) == "mul_")
+            head_only = small.value.visit(_RenameCalls({id(head): "mul"}))
+            edit = Edit()
+            edit.put(small, small.with_changes(value=head_only))
+            edit.lines.add(ctx.line(stmt))
+            yield Site(f"out-of-place head `{root.value}.mul(...)` of an in-place chain", edit)
 
 
 def _is_coef(ctx: Context, node: cst.CSTNode) -> bool:

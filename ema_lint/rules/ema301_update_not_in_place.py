@@ -29,6 +29,8 @@ class UpdateNotInPlace(Rule):
       (``e = e.mul(d).add(p, alpha=1 - d)``, ``e = e.sub((1 - d) * (e - p))``), also in a
       helper given the two sequences (``def update_ema(target_params, source_params,
       rate)``);
+    - an out-of-place head in a chain of in-place calls: ``e.mul(d).add_(p, alpha=1 -
+      d)`` as a statement (``add_`` updates the product, a temporary the statement drops);
     - a two-statement update with one half rebinding the loop variable: ``e = e * d`` then
       ``e += (1 - d) * p`` (the second half then updates the temporary), or ``e *= d`` then
       ``e = e + (1 - d) * p``; also the running mean of SWA written as two halves
@@ -115,6 +117,7 @@ class UpdateNotInPlace(Rule):
 
     def finish(self) -> None:
         self._no_op_copies()
+        self._out_of_place_heads()
         if not self.ctx.nodes(cst.Assign):
             return
         updates = self.ctx.get(InPlaceUpdates)
@@ -132,6 +135,32 @@ class UpdateNotInPlace(Rule):
                 assign,
                 self._message(update, assign, why, objects),
                 self._fix(assign),
+            )
+
+    def _out_of_place_heads(self) -> None:
+        """``e.mul(d).add_(p, alpha=1 - d)``: the ``add_`` updates the product, a new tensor
+        the statement then drops; ``mul_`` was meant."""
+        updates = self.ctx.get(InPlaceUpdates)
+        heads = [u for u in updates.updates if u.head is not None]
+        if not heads:
+            return
+        objects = self.ctx.get(AveragingObjects)
+        for update in heads:
+            head = update.head
+            assert head is not None and isinstance(head.func, cst.Attribute)
+            if not objects.averages_weights(update):
+                continue
+            shadow = self.ctx.code(head.func.value)
+            averaged = objects.shadow_name(update)
+            self.report(
+                update.node,
+                f"`{shadow}.mul(...)` makes a new tensor, and the in-place rest of the "
+                f"statement updates that temporary, which is then dropped: {averaged}'s "
+                f"weights never change and the averaged model stays at its initial weights; "
+                f"scale in place ({shadow}.mul_(...))",
+                Fix.safe(
+                    "Scale in place with mul_", Edit.replace(head.func.attr, cst.Name("mul_"))
+                ),
             )
 
     def _no_op_copies(self) -> None:

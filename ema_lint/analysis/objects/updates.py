@@ -20,7 +20,7 @@ judge the coefficients, the binding and the grad mode.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import libcst as cst
 
@@ -114,6 +114,9 @@ class InPlaceUpdate:
     # ``e = e * d`` as the first half of a two-statement update (``e += (1 - d) * p`` next):
     # the rebinding makes the second half land on a temporary.
     rebind: cst.Assign | None = None
+    # ``e.mul(d)`` in the statement ``e.mul(d).add_(p, alpha=1 - d)``: an out-of-place head
+    # makes a new tensor, and the in-place rest updates that temporary, not ``e``.
+    head: cst.Call | None = None
 
 
 def strip_tensor(node: cst.BaseExpression) -> cst.BaseExpression:
@@ -271,6 +274,15 @@ class InPlaceUpdates:
                 return False
         return True
 
+    def _out_of_place_head(self, call: cst.Call, root: cst.BaseExpression) -> bool:
+        """``e.mul(d).add_(...)`` as a whole statement: the ``add_`` lands on the product."""
+        return (
+            isinstance(root, cst.Call)
+            and isinstance(root.func, cst.Attribute)
+            and root.func.attr.value == "mul"
+            and isinstance(self.index.parent(call), cst.Expr)
+        )
+
     # Calls ------------------------------------------------------------------------------------
     def _from_call(self, call: cst.Call) -> InPlaceUpdate | None:
         func = call.func
@@ -305,6 +317,14 @@ class InPlaceUpdates:
                 return None
             old = Coefficient(ops[0][1].args[0].value) if ops[0][1].args else None
             return self._make(call, root, source, old, new, "mul_add")
+        if methods == ["add_"] and self._out_of_place_head(call, root):
+            assert isinstance(root, cst.Call) and isinstance(root.func, cst.Attribute)
+            source, new = self._added(call)
+            if source is None or len(root.args) != 1:
+                return None
+            old = Coefficient(root.args[0].value)
+            found = self._make(call, root.func.value, source, old, new, "mul_add")
+            return replace(found, head=root)
         if methods == ["add_"]:
             previous = self._previous_mul(call, root)
             if previous is None:
