@@ -11,6 +11,7 @@ from ..analysis.objects.triggers import UPDATE_EVIDENCE
 from ..analysis.objects.updates import InPlaceUpdate, InPlaceUpdates
 from ..analysis.syntax.names import ImportTable
 from ..analysis.syntax.values import Symbol, Value, ValueResolver
+from ..analysis.syntax.vocabulary import is_averaged_name
 from ..analysis.training.decays import DecaySettings
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability
 from ..rule import Rule
@@ -448,6 +449,11 @@ class LowPrecisionEma(Rule):
         objects = self.ctx.get(AveragingObjects)
         source = copied.args[0].value
         if objects.for_expression(source) is not None:
+            return True
+        copy = objects.for_expression(call)
+        if copy is not None and not copy.updates and is_averaged_name(self.ctx.code(source)):
+            # ``deepcopy(ema_net).to(torch.float16)`` over ``for ema_net, suffix in
+            # ema.get()``: a copy of an average (its name says so) that nothing here updates.
             return True
         # ``ema = self.ema.ema`` then ``ema = deepcopy(ema).half()``: a name bound twice, one
         # of its bindings an average.
