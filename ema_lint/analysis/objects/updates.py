@@ -264,7 +264,20 @@ class InPlaceUpdates:
         return self._resolver
 
     def _same(self, a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
-        return self.code(_whole(strip_tensor(a))) == self.code(_whole(strip_tensor(b)))
+        left, right = _whole(strip_tensor(a)), _whole(strip_tensor(b))
+        left_code, right_code = self.code(left), self.code(right)
+        if left_code == right_code:
+            return True
+        # ``ema_v = esd[k]`` then ``esd[k].copy_(ema_v * d + (1 - d) * model_v)``: a name
+        # bound once to the tensor is the tensor.
+        for alias, other in ((left, right_code), (right, left_code)):
+            if not isinstance(alias, cst.Name):
+                continue
+            value = self.resolver.assigned_value(alias)
+            if isinstance(value, (cst.Subscript, cst.Attribute)):
+                if self.code(_whole(strip_tensor(value))) == other:
+                    return True
+        return False
 
     def _outermost(self, call: cst.Call) -> bool:
         parent = self.index.parent(call)
