@@ -274,9 +274,11 @@ class InPlaceUpdates:
             if not isinstance(alias, cst.Name):
                 continue
             value = self.resolver.assigned_value(alias)
-            if isinstance(value, (cst.Subscript, cst.Attribute)):
-                if self.code(_whole(strip_tensor(value))) == other:
-                    return True
+            if (
+                isinstance(value, (cst.Subscript, cst.Attribute))
+                and self.code(_whole(strip_tensor(value))) == other
+            ):
+                return True
         return False
 
     def _outermost(self, call: cst.Call) -> bool:
