@@ -346,14 +346,14 @@ class ValueResolver:
         ``self.ema_rate = [float(x) for x in ema_rate.split(",")]`` in ``__init__``."""
         if not isinstance(node, cst.Name):
             return None
-        bindings = self._lookup(node.value, self._scope_of(node))
-        if not bindings or len(bindings) != 1 or bindings[0].element is None:
+        binding = self._only_binding(node)
+        if binding is None or binding.element is None:
             return None
-        found = self._sequence_source(bindings[0].element, 0)
+        found = self._sequence_source(binding.element, 0)
         if found is None:
             return None
-        params = self._lookup(found.value, self._scope_of(found))
-        return found if params and len(params) == 1 and params[0].kind == "param" else None
+        param = self._only_binding(found)
+        return found if param is not None and param.kind == "param" else None
 
     def _sequence_source(self, node: cst.BaseExpression, depth: int) -> cst.Name | None:
         """The one name a sequence expression is made from (``[x]``, ``x.split(",")``
@@ -382,12 +382,11 @@ class ValueResolver:
                 return split.func.value
             return None
         if isinstance(node, cst.Name):
-            bindings = self._lookup(node.value, self._scope_of(node))
-            if bindings and len(bindings) == 1:
-                if bindings[0].kind == "param":
-                    return node
-                if bindings[0].kind == "assign" and bindings[0].value is not None:
-                    return self._sequence_source(bindings[0].value, depth + 1)
+            binding = self._only_binding(node)
+            if binding is not None and binding.kind == "param":
+                return node
+            if binding is not None and binding.kind == "assign" and binding.value is not None:
+                return self._sequence_source(binding.value, depth + 1)
             return None
         kept = self._kept_on_self(node)
         return self._sequence_source(kept, depth + 1) if kept is not None else None
@@ -761,12 +760,10 @@ class ValueResolver:
                 return self._elements(node.args[0].value, depth + 1)
             return None
         if isinstance(node, cst.Name):
-            bindings = self._lookup(node.value, self._scope_of(node))
-            if bindings and len(bindings) == 1 and bindings[0].kind == "assign":
-                value = bindings[0].value
-                if value is not None:
-                    inner = self._elements(value, depth + 1)
-                    return replace(inner, via=inner.via or node.value) if inner else None
+            binding = self._only_binding(node)
+            if binding is not None and binding.kind == "assign" and binding.value is not None:
+                inner = self._elements(binding.value, depth + 1)
+                return replace(inner, via=inner.via or node.value) if inner else None
             return None
         kept = self._kept_on_self(node)
         return self._elements(kept, depth + 1) if kept is not None else None
@@ -869,6 +866,11 @@ class ValueResolver:
         if inner is None:
             return None
         return replace(inner, via=inner.via or f"the default of {name}", shared=inner.shared)
+
+    def _only_binding(self, name: cst.Name) -> Binding | None:
+        """The binding of ``name`` in its scope, when it is bound exactly once there."""
+        bindings = self._lookup(name.value, self._scope_of(name))
+        return bindings[0] if bindings and len(bindings) == 1 else None
 
     def _scope_of(self, node: cst.CSTNode) -> Scope:
         """The innermost function, lambda or class whose body holds ``node``."""
@@ -1304,10 +1306,9 @@ class ValueResolver:
             cls = self._dataclass_of(node.func, node)
             return _Instance(cls, node) if cls is not None else None
         if isinstance(node, cst.Name):
-            bindings = self._lookup(node.value, self._scope_of(node))
-            if not bindings or len(bindings) != 1:
+            binding = self._only_binding(node)
+            if binding is None:
                 return None
-            binding = bindings[0]
             if binding.kind == "assign" and binding.value is not None:
                 obj = self._object(binding.value, depth + 1)
                 if isinstance(obj, _Mapping):
@@ -1438,10 +1439,9 @@ class ValueResolver:
         if depth > self.MAX_DEPTH:
             return None
         if isinstance(node, cst.Name):
-            bindings = self._lookup(node.value, self._scope_of(node))
-            if not bindings or len(bindings) != 1:
+            binding = self._only_binding(node)
+            if binding is None:
                 return None
-            binding = bindings[0]
             if binding.kind == "assign" and binding.value is not None:
                 return self._schedule_start(binding.value, depth + 1)
             if binding.kind == "param" and isinstance(binding.function, cst.FunctionDef):
