@@ -54,7 +54,11 @@ class DecayOutOfRange(Rule):
       update loops ``for rate, params in zip(self.ema_rate, self.ema_params)`` (the
       openai diffusion code), with the options made by ``add_dict_to_argparser(parser,
       defaults)``: the rate is judged when every item of the list has one value, reported
-      on the string where it is written;
+      on the string where it is written. A value a class's constructor keeps
+      (``self.ema_m = ema_m``) and a method later hands to an average (``EMA(self.model,
+      self.ema_m)``) is judged at the construction call that passes it; so is a rising
+      schedule's start (``momentum_schedule[it]`` of ``cosine_scheduler(args.momentum_teacher,
+      1, ...)``);
     - **per optimizer step**: an object that averages only every k-th step
       (``update_every``, ``interval``, ``every_n_steps``, ``update_every_n_steps``, or an
       ``if step % k == 0:`` around its update) has a per-step decay of ``D ** (1/k)``;

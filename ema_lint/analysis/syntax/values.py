@@ -388,10 +388,10 @@ class ValueResolver:
             if binding is not None and binding.kind == "assign" and binding.value is not None:
                 return self._sequence_source(binding.value, depth + 1)
             return None
-        kept = self._kept_on_self(node)
+        kept = self.kept_on_self(node)
         return self._sequence_source(kept, depth + 1) if kept is not None else None
 
-    def _kept_on_self(self, node: cst.BaseExpression) -> cst.BaseExpression | None:
+    def kept_on_self(self, node: cst.BaseExpression) -> cst.BaseExpression | None:
         """The one expression ``self.<attr>`` is assigned in its class, if ``node`` is one."""
         if not (
             isinstance(node, cst.Attribute)
@@ -765,7 +765,7 @@ class ValueResolver:
                 inner = self._elements(binding.value, depth + 1)
                 return replace(inner, via=inner.via or node.value) if inner else None
             return None
-        kept = self._kept_on_self(node)
+        kept = self.kept_on_self(node)
         return self._elements(kept, depth + 1) if kept is not None else None
 
     def _split_items(self, node: cst.ListComp | cst.GeneratorExp, depth: int) -> Value | None:

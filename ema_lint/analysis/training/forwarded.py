@@ -81,9 +81,14 @@ def forwarding_parameter(
     base = expr
     elements = False
     source = resolver.element_source(expr) if expr is not None else None
+    kept = resolver.kept_on_self(expr) if expr is not None and source is None else None
     if source is not None:
         base, elements = source, True
-    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
+    elif isinstance(kept, cst.Name):
+        # ``EMA(self.model, self.ema_m)`` in a method, with ``self.ema_m = ema_m`` the one
+        # assignment (in ``__init__``): the value the class's constructor is given.
+        base = kept
+    elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
         attribute, base = expr.attr.value, expr.value
     if not isinstance(base, cst.Name):
         return None
