@@ -551,19 +551,7 @@ class ProjectLink:
             return None
         use = named_use(spec_use(spec), f"{record.callee} {record.param} {weight.param}")
         ramp = weight.ramps[0] if len(weight.ramps) == 1 else None
-        return ForwardedCall(
-            tuple(record.params),
-            record.param,
-            record.attribute,
-            spec,
-            weight,
-            use,
-            1,
-            ramp,
-            len(weight.ramps) > 1,
-            f"{record.used_by} in {where}:{record.line}",
-            record.elements,
-        )
+        return _call_of(record, where, spec, weight, use, 1, ramp, len(weight.ramps) > 1)
 
     def _constructors(self, name: cst.Name, depth: int, seen: set[tuple[int, str]]) -> list[str]:
         """Qualified names of the calls that may have made the object ``name`` holds: its
@@ -859,6 +847,22 @@ def _forwarded_call(record: ForwardedSummary, where: str) -> ForwardedCall | Non
         use = Use(record.use)
     except ValueError:
         return None
+    return _call_of(
+        record, where, spec, weight, use, max(1, record.interval), ramp, record.ramp == -2
+    )
+
+
+def _call_of(
+    record: ForwardedSummary,
+    where: str,
+    spec: ApiSpec,
+    weight: Weight,
+    use: Use,
+    interval: int,
+    ramp: Ramp | None,
+    ramp_unknown: bool,
+) -> ForwardedCall:
+    """The forwarded call a summary's record describes, with the average's semantics."""
     return ForwardedCall(
         tuple(record.params),
         record.param,
@@ -866,9 +870,9 @@ def _forwarded_call(record: ForwardedSummary, where: str) -> ForwardedCall | Non
         spec,
         weight,
         use,
-        max(1, record.interval),
+        interval,
         ramp,
-        record.ramp == -2,
+        ramp_unknown,
         f"{record.used_by} in {where}:{record.line}",
         record.elements,
     )
