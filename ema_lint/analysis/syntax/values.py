@@ -1504,6 +1504,16 @@ class ValueResolver:
         ``update``/``setdefault``/``pop``)."""
         if obj.name is None:
             return False
+        written = self._subscript_writes()
+        return (
+            f"{obj.name}[{key}]" in written
+            or f"{obj.name}[None]" in written
+            or f"{obj.name}[*]" in written
+        )
+
+    def _subscript_writes(self) -> set[str]:
+        """``name[key]`` for every ``name[key] = ...`` of the module (``name[None]`` when the
+        key is not a string literal), ``name[*]`` for every ``name.update(...)``-like call."""
         if self._subscript_assigned is None:
             written: set[str] = set()
             for node in (*self.ctx.nodes(cst.Assign), *self.ctx.nodes(cst.AugAssign)):
@@ -1524,11 +1534,7 @@ class ValueResolver:
                 ):
                     written.add(f"{func.value.value}[*]")
             self._subscript_assigned = written
-        return (
-            f"{obj.name}[{key}]" in self._subscript_assigned
-            or f"{obj.name}[None]" in self._subscript_assigned
-            or f"{obj.name}[*]" in self._subscript_assigned
-        )
+        return self._subscript_assigned
 
     # argparse --------------------------------------------------------------------------------
     def _ensure_argparse(self) -> None:
@@ -1573,17 +1579,13 @@ class ValueResolver:
                         yield ArgparseOption(call, key, flag, value, None, None)
 
     def _key_rewritten(self, name: str, key: str) -> bool:
-        """``name[key] = ...`` or ``name.update(key=...)``/``name.update({key: ...})``."""
-        for node in self.ctx.nodes(cst.Assign):
-            for target in node.targets:
-                t = target.target
-                if (
-                    isinstance(t, cst.Subscript)
-                    and isinstance(t.value, cst.Name)
-                    and t.value.value == name
-                    and _subscript_key(t) in (key, None)
-                ):
-                    return True
+        """``name[key] = ...`` or ``name.update(key=...)``/``name.update({key: ...})``; an
+        ``update`` that merges another group (``name.update(model_defaults())``) is not."""
+        written = self._subscript_writes()
+        if f"{name}[{key}]" in written or f"{name}[None]" in written:
+            return True
+        if f"{name}[*]" not in written:
+            return False
         for call in self._calls().get("update", []):
             func = call.func
             if not (
