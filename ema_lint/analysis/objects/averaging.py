@@ -145,6 +145,33 @@ def use_from_name(name: str) -> Use | None:
     return None
 
 
+# Words in a rate's or helper's names that say what an average is for, beyond the name of
+# the copy: an RL target network's rate, a teacher's momentum.
+_TARGET_WORDS = ("tau", "polyak")
+_TEACHER_WORDS = ("teacher", "momentum_schedule")
+
+
+def named_use(use: Use, names: str) -> Use:
+    """``use``, unless it is an evaluation EMA's and ``names`` (a rate's, a helper's and its
+    parameters', as text) say a target network's rate (``tau``) or a teacher's momentum."""
+    if use is not Use.EVAL:
+        return use
+    text = names.lower()
+    if any(word in text for word in _TARGET_WORDS):
+        return Use.TARGET
+    if any(word in text for word in _TEACHER_WORDS):
+        return Use.TEACHER
+    return use
+
+
+def spec_use(spec: ApiSpec) -> Use:
+    """The use an API's averages have when nothing else says (its ``default_use``)."""
+    return _SPEC_USES.get(spec.default_use, Use.EVAL)
+
+
+_SPEC_USES = {"target": Use.TARGET, "teacher": Use.TEACHER, "unknown": Use.UNKNOWN}
+
+
 @dataclass(eq=False)
 class AveragingObject:
     """One averaged copy of weights (or averaging state) and what it is used for."""
@@ -1290,15 +1317,8 @@ class AveragingObjects:
             # named for the helper's arithmetic, not for its use; an RL rate (``tau``) or a
             # teacher's momentum among the helper's names says what it is for.
             helper = obj.helper
-            words = " ".join(
-                n.lower() for n in (helper.name.value, *(p.name.value for p in all_params(helper)))
-            )
-            if any(w in words for w in ("tau", "polyak")):
-                obj.use = Use.TARGET
-            elif "teacher" in words:
-                obj.use = Use.TEACHER
-            else:
-                obj.use = Use.EVAL
+            words = " ".join((helper.name.value, *(p.name.value for p in all_params(helper))))
+            obj.use = named_use(Use.EVAL, words)
             obj.reasons.append(f"averaged by {helper.name.value}()")
             return
         for name in names:
@@ -1331,14 +1351,7 @@ class AveragingObjects:
             obj.use = Use.EVAL
             obj.reasons.append("named as an averaged copy")
             return
-        if spec is not None and spec.default_use == "target":
-            obj.use = Use.TARGET
-        elif spec is not None and spec.default_use == "unknown":
-            obj.use = Use.UNKNOWN
-        elif spec is not None and spec.default_use == "teacher":
-            obj.use = Use.TEACHER
-        else:
-            obj.use = Use.EVAL
+        obj.use = spec_use(spec) if spec is not None else Use.EVAL
 
     def _averages_losses(self, obj: AveragingObject) -> bool:
         for update in obj.updates:

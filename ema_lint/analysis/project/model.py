@@ -48,12 +48,12 @@ from ema_lint.analysis.objects.apis import (
     Side,
     Weight,
 )
-from ema_lint.analysis.objects.averaging import Use
+from ema_lint.analysis.objects.averaging import Use, named_use, spec_use
 from ema_lint.analysis.syntax.context import FileContext
 from ema_lint.analysis.syntax.names import ImportTable, dotted_name
 from ema_lint.analysis.syntax.values import ValueResolver, rewraps
 from ema_lint.analysis.syntax.vocabulary import AVERAGE_COMPOUNDS, averaged_identifier
-from ema_lint.analysis.training.decays import HAND_MADE, hand_weight, named_use, spec_use
+from ema_lint.analysis.training.decays import HAND_MADE, hand_weight
 from ema_lint.analysis.training.forwarded import ForwardedCall
 from ema_lint.files import read_regular
 from ema_lint.prefilter import code_names, without_prose
@@ -109,12 +109,13 @@ class SummaryStore:
         self.files[path] = (signature, digest, data)
         return digest, data
 
-    def summary(self, path: str) -> tuple[str, ModuleSummary | None] | None:
+    def summary(self, me: ModuleFile) -> tuple[str, ModuleSummary | None] | None:
+        """(content hash, summary) of a module of the project; None if it cannot be read."""
+        path = me.path
         read = self.read(path)
         if read is None:
             return None
         digest, data = read
-        me = resolution.module_for_path(path)
         key = digest
         if me.package:
             # Relative imports name table APIs through the package: part of the key.
@@ -582,7 +583,7 @@ class ProjectLink:
 
     # Lookups ------------------------------------------------------------------------------------
     def _summary(self, module: ModuleFile) -> ModuleSummary | None:
-        found = STORE.summary(module.path)
+        found = STORE.summary(module)
         if found is None:
             return None
         digest, summary = found

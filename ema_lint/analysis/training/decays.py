@@ -36,7 +36,7 @@ from ema_lint.analysis.objects.apis import (
     Weight,
     bind_arguments,
 )
-from ema_lint.analysis.objects.averaging import AveragingObject, AveragingObjects, Use
+from ema_lint.analysis.objects.averaging import AveragingObject, AveragingObjects, Use, named_use
 from ema_lint.analysis.objects.run_length import RunLength, RunLengths
 from ema_lint.analysis.objects.updates import Coefficient, InPlaceUpdate, InPlaceUpdates
 from ema_lint.analysis.syntax.context import FileContext
@@ -68,8 +68,6 @@ def hand_weight(side: Side) -> Weight:
 
 # Words in a coefficient's name that say what the average is for, when the object's own
 # names do not: an RL target network's rate, a teacher's momentum.
-_TARGET_WORDS = ("tau", "polyak")
-_TEACHER_WORDS = ("teacher", "momentum_schedule")
 
 
 @dataclass(eq=False)
@@ -584,12 +582,7 @@ class DecaySettings:
         # ``teacher``, ``target_net``; not another parameter whose default is above one: a
         # horizon (ultralytics' ramp ``tau=2000``, a half-life), never a polyak rate.
         words += [p.name.value for p in all_params(function) if not _horizon_param(p)]
-        names = " ".join(n.lower() for n in words)
-        if any(word in names for word in _TARGET_WORDS):
-            return Use.TARGET
-        if any(word in names for word in _TEACHER_WORDS):
-            return Use.TEACHER
-        return Use.EVAL
+        return named_use(Use.EVAL, " ".join(words))
 
     # Hand-written updates ----------------------------------------------------------------------
     def _hand_made_settings(self) -> list[DecaySetting]:
@@ -928,27 +921,6 @@ class DecaySettings:
         if len(outer) > 1:
             return None
         return own * (outer.pop() if outer else 1)
-
-
-def named_use(use: Use, name: str) -> Use:
-    """``use``, unless it is an evaluation EMA's and ``name`` says a target network's rate
-    (``tau``, ``polyak``) or a teacher's momentum."""
-    if use is not Use.EVAL:
-        return use
-    text = name.lower()
-    if any(word in text for word in _TARGET_WORDS):
-        return Use.TARGET
-    if any(word in text for word in _TEACHER_WORDS):
-        return Use.TEACHER
-    return use
-
-
-def spec_use(spec: ApiSpec) -> Use:
-    """The use an API's averages have when nothing else says (its ``default_use``)."""
-    return _SPEC_USES.get(spec.default_use, Use.EVAL)
-
-
-_SPEC_USES = {"target": Use.TARGET, "teacher": Use.TEACHER, "unknown": Use.UNKNOWN}
 
 
 def describe_value(setting: DecaySetting) -> str:
