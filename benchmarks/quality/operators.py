@@ -829,11 +829,32 @@ def ddp_copy(ctx: Context) -> Iterator[Site]:
             yield Site(f"{fname}({ctx.code(arg)}) -> {fname}({code_text(new)})", edit)
             continue
         # creation before the DDP wrap of the same name: move it (or the `if` holding it)
-        # after the statement that wraps
-        if isinstance(arg, cst.Name):
+        # after the statement that wraps, unless the project's class unwraps what it is
+        # given (`model.module if is_parallel(model) else model`): then no bug is made
+        if isinstance(arg, cst.Name) and not _class_unwraps(ctx, fname):
             site = _move_after_wrap(ctx, call, arg.value)
             if site is not None:
                 yield Site(f"{fname}({arg.value}) built after the DDP wrap", site)
+
+
+_UNWRAPS = re.compile(r"\.module\b|\b(?:is_parallel|de_parallel|unwrap_model|unwrap)\(")
+
+
+def _class_unwraps(ctx: Context, name: str) -> bool:
+    """A class ``name`` of this file or of another file of the project whose ``__init__``
+    unwraps a DDP/DataParallel model before copying it: built from the wrapped model, its
+    copy is still of the bare one."""
+    texts = [ctx.source, *ctx.cache.get(PROJECT_TEXTS, ())]
+    head = re.compile(rf"^class\s+{re.escape(name)}\b[^\n]*:", re.M)
+    for text in texts:
+        found = head.search(text)
+        if found is None:
+            continue
+        body = text[found.end() :]
+        init = re.search(r"def __init__\(.*?(?=\n\s*def |\nclass |\Z)", body, re.S)
+        if init is not None and _UNWRAPS.search(init.group(0)):
+            return True
+    return False
 
 
 def _move_after_wrap(ctx: Context, call: cst.Call, wrapped: str) -> Edit | None:

@@ -33,6 +33,11 @@ class EmaOfWrappedModel(Rule):
     args.distributed:``), or on some paths of such a function, is reported as happening in
     some runs. The averaged copy itself given to ``DistributedDataParallel``, ``DataParallel`` or
     FSDP is reported too, unless the model it averages is wrapped alike (names match).
+    A class that copies its ``model`` argument as given while another of its methods unwraps
+    the same argument (``update`` reading ``unwrap_model(model)``, ``de_parallel(model)``,
+    ``model.module if hasattr(model, "module") else model`` or a helper of the module that
+    returns that) is reported too: the class is meant to be given wrapped models, and the
+    copy of one is of the wrapper.
 
     Silent when the copy is made before the wrapping (timm's and EDM's recipe), of the
     unwrapped model (``model.module``, ``model._orig_mod``, ``accelerator.unwrap_model``,
@@ -76,9 +81,10 @@ class EmaOfWrappedModel(Rule):
     for DistributedDataParallel, DataParallel and DeepSpeed engines, ``model._orig_mod``
     for ``torch.compile``, ``accelerator.unwrap_model(model)`` for ``accelerator.prepare``.
     When the wrapping happens only in some runs, ``getattr(model, "module", model)`` (or
-    ``"_orig_mod"``) works in both. No fix for FSDP (its inner module holds flattened,
-    sharded parameters: create the average before wrapping) or for a wrapper called inline
-    in the copy.
+    ``"_orig_mod"``) works in both. For a class that unwraps the argument elsewhere, the
+    copy is made of the same unwrapping expression. No fix for FSDP (its inner module holds
+    flattened, sharded parameters: create the average before wrapping) or for a wrapper
+    called inline in the copy.
     """
 
     code = "EMA207"
@@ -113,10 +119,42 @@ class EmaOfWrappedModel(Rule):
             if source is None:
                 continue
             wrapping = wrappers.wrapped_at(source, obj.creation)
-            if wrapping is None or self._accepted(obj, wrapping):
+            if wrapping is None:
+                self._unwrapped_elsewhere(obj, source, wrappers)
+                continue
+            if self._accepted(obj, wrapping):
                 continue
             self.report(source, self._message(obj, source, wrapping), self._fix(source, wrapping))
         self._wrapped_copies(objects, wrappers)
+
+    def _unwrapped_elsewhere(
+        self, obj: AveragingObject, source: cst.BaseExpression, wrappers: ModelWrappers
+    ) -> None:
+        """A class that copies its ``model`` argument as given, while another of its methods
+        unwraps the same argument (ultralytics-style ``update`` reading
+        ``unwrap_model(model)``): the class is given wrapped models, so its copy is of the
+        wrapper."""
+        if obj.spec is not None:
+            return
+        unwrapping = wrappers.unwrapped_in_sibling(source, obj.creation)
+        if unwrapping is None:
+            return
+        method = self.ctx.index.enclosing(unwrapping, cst.FunctionDef)
+        where = f"{method.name.value}()" if isinstance(method, cst.FunctionDef) else "its class"
+        code, unwrapped = self.ctx.code(source), self.ctx.code(unwrapping)
+        self.report(
+            source,
+            f"{obj.name} is a copy of `{code}` as given, while {where} unwraps the same argument "
+            f"(`{unwrapped}`): the class is meant to be "
+            "given DDP / DataParallel models, and given one, this copy is of the wrapper: its "
+            "state_dict keys start with `module.`, so name-keyed updates and loading it into "
+            f"the bare model miss every weight; copy `{unwrapped}`",
+            Fix.safe(
+                "Average the unwrapped model",
+                Edit.replace(source, cst.parse_expression(unwrapped)),
+            ),
+            related=[(unwrapping, f"{where} unwraps the argument here")],
+        )
 
     def _wrapped_copies(self, objects: AveragingObjects, wrappers: ModelWrappers) -> None:
         """The averaged copy itself given to DDP / DataParallel / FSDP."""

@@ -16,6 +16,7 @@ before (``self._wrap()`` then ``self._build_ema()``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import libcst as cst
 
@@ -83,6 +84,48 @@ class ModelWrappers:
             if "accelerator" in receiver.rsplit(".", 1)[-1].lower():
                 return "accelerator.prepare", func.value
         return None
+
+    def unwrapped_in_sibling(self, expr: cst.BaseExpression, at: cst.CSTNode) -> cst.CSTNode | None:
+        """Where another method of the class around ``at`` unwraps its parameter of the same
+        name as ``expr`` (``unwrap_model(model)``, ``de_parallel(model)``, ``model.module if
+        is_parallel(model) else model``, ``getattr(model, "module", model)``): the class
+        expects that argument wrapped, so ``expr`` used bare at ``at`` may be the wrapper."""
+        if not isinstance(expr, cst.Name):
+            return None
+        method = self.index.enclosing(at, cst.FunctionDef)
+        if method is None or expr.value not in _parameters(method):
+            return None
+        owner = self.index.enclosing(method, cst.ClassDef, cst.FunctionDef)
+        if not isinstance(owner, cst.ClassDef):
+            return None
+        for other in owner.body.body:
+            if other is method or not isinstance(other, cst.FunctionDef):
+                continue
+            if expr.value not in _parameters(other):
+                continue
+            for node in self.index.descendants(other, (cst.Call, cst.IfExp)):
+                if _unwraps(node, expr.value, self._unwrapping_helpers):  # type: ignore[arg-type]
+                    return node
+        return None
+
+    @cached_property
+    def _unwrapping_helpers(self) -> frozenset[str]:
+        """Module-level functions that return their first parameter unwrapped
+        (``return model.module if is_parallel(model) else model``)."""
+        found = set()
+        for function in self.ctx.module.body:
+            if not isinstance(function, cst.FunctionDef):
+                continue
+            params = function.params.posonly_params or function.params.params
+            if not params:
+                continue
+            first = params[0].name.value
+            for ret in self.index.descendants(function, cst.Return):
+                value = ret.value  # type: ignore[attr-defined]
+                if isinstance(value, (cst.Call, cst.IfExp)) and _unwraps(value, first, frozenset()):
+                    found.add(function.name.value)
+                    break
+        return frozenset(found)
 
     def wrapped_at(
         self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0
@@ -313,3 +356,34 @@ class ModelWrappers:
 
 
 _MISSING = object()
+
+
+def _parameters(function: cst.FunctionDef) -> set[str]:
+    params = function.params
+    return {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+
+
+def _unwraps(node: cst.Call | cst.IfExp, name: str, helpers: frozenset[str]) -> bool:
+    """``node`` yields the model inside a wrapper held by ``name``."""
+
+    def is_name(expr: cst.BaseExpression) -> bool:
+        return isinstance(expr, cst.Name) and expr.value == name
+
+    if isinstance(node, cst.IfExp):
+        inner = node.body
+        return (
+            isinstance(inner, cst.Attribute)
+            and inner.attr.value in ("module", "_orig_mod")
+            and is_name(inner.value)
+            and is_name(node.orelse)
+        )
+    if not node.args or not is_name(node.args[0].value):
+        return False
+    called = (dotted_name(node.func) or "").rsplit(".", 1)[-1]
+    if called == "getattr":
+        return len(node.args) == 3 and is_name(node.args[2].value)
+    return (
+        "unwrap" in called.lower()
+        or called in ("de_parallel", "get_raw_model")
+        or (isinstance(node.func, cst.Name) and called in helpers)
+    )
