@@ -52,6 +52,13 @@ class ShadowOnCpu(Rule):
       that moves tensors between devices itself), made in a module that trains on an
       accelerator and updated on every step there (no fix: the placement is in the other
       file);
+    - an averaging class that copies the model it is given and puts the copy on the CPU in
+      the same method, unconditionally (``self.ema = deepcopy(self.model).cpu()``), while its
+      own methods average that model's tensors into the copy without moving them: reported
+      even in a module with no accelerator in sight when no other module of the project
+      makes the class (a library's class: it cannot know where the model trains; the
+      project's own users are judged where they make it, as above). No fix: where the copy
+      belongs is the caller's choice;
     - ``.cpu()`` of a timm ``ModelEma*`` object: the documented mode is the ``device=``
       argument, which also moves the model's tensors in each update.
 
@@ -133,6 +140,7 @@ class ShadowOnCpu(Rule):
         devices = self.ctx.get(Devices)
         accelerator = devices.accelerator_use()
         if accelerator is None:
+            self._classes_forcing_cpu(objects, devices)
             return
         for obj in objects.objects:
             if obj.use is not Use.EVAL:
@@ -150,6 +158,68 @@ class ShadowOnCpu(Rule):
                     continue
                 fix = None if moves else self._fix(placement)
                 self.report(placement.node, self._message(obj, accelerator), fix)
+
+    def _classes_forcing_cpu(self, objects: AveragingObjects, devices: Devices) -> None:
+        """An averaging class that copies the model it is given and puts the copy on the CPU
+        in the same method, unconditionally, while its own methods average that model's
+        tensors into the copy without moving them: the class cannot know where the model
+        trains, so it is reported without evidence of an accelerator in the module."""
+        loops = self.ctx.get(TrainingLoops)
+        for obj in objects.objects:
+            if obj.use is not Use.EVAL or obj.spec is not None or obj.source is None:
+                continue
+            if not any(n.startswith("self.") for n in obj.names):
+                continue
+            method = loops.function_of(obj.creation)
+            owner = loops.class_of(method) if method is not None else None
+            if owner is None or not self._given(obj.source, method):
+                continue
+            project = self.ctx.project
+            if project is not None and project.mentioned_elsewhere(owner.name.value):
+                continue  # its users are judged where they make it, on their device
+            updates = devices.update_sites(obj)
+            if not updates or devices.moves_in_update(obj) or devices.offloaded(obj):
+                continue
+            if any(loops.class_of(loops.function_of(u)) is not owner for u in updates):
+                continue
+            for placement in devices.cpu_placements(obj):
+                if placement.kind != "call" or not self._unconditional(placement.node, method):
+                    continue
+                self.report(
+                    placement.node,
+                    f"{obj.name} is put on the CPU in {owner.name.value}.{method.name.value}() "
+                    "whatever device the model it is given is on, and the class averages that "
+                    "model's tensors into it in place: given a model on an accelerator, every "
+                    "update mixes devices (it fails, or copies all the weights to host memory "
+                    "on every step); keep the copy on the model's device",
+                )
+
+    def _given(self, source: cst.BaseExpression, method: cst.FunctionDef) -> bool:
+        """``source`` is a parameter of ``method`` or a ``self.`` attribute it binds to one."""
+        params = {p.name.value for p in (*method.params.params, *method.params.kwonly_params)}
+        if isinstance(source, cst.Name):
+            return source.value in params
+        code = self.ctx.code(source)
+        if not code.startswith("self."):
+            return False
+        for assign in self.ctx.index.descendants(method, cst.Assign):
+            if (
+                isinstance(assign, cst.Assign)
+                and len(assign.targets) == 1
+                and self.ctx.code(assign.targets[0].target) == code
+                and isinstance(assign.value, cst.Name)
+                and assign.value.value in params
+            ):
+                return True
+        return False
+
+    def _unconditional(self, node: cst.CSTNode, method: cst.FunctionDef) -> bool:
+        for ancestor in self.ctx.index.ancestors(node):
+            if ancestor is method:
+                return True
+            if isinstance(ancestor, (cst.If, cst.IfExp, cst.For, cst.While, cst.Try)):
+                return False
+        return False
 
     def _mentions_cpu(self) -> bool:
         objects = self.ctx.get(AveragingObjects).objects
