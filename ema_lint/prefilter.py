@@ -198,16 +198,42 @@ def _any_name(data: Any, trigger: Names, seen: dict[Any, Any] | None = None) -> 
 
     Only identifiers holding one of its words (in any case) can pass: the distinct
     identifiers are joined into one lower-cased text, the words are found there in one
-    regular-expression pass, and only the identifiers around a hit are tested."""
+    regular-expression pass, and only the identifiers around a hit are tested.
+
+    The identifiers of the code are some of those of the whole text (prose and strings
+    start and end at quotes, ``#`` and line ends, which no identifier spans), and telling
+    the code from the prose is most of the cost: the test runs on the whole text's names
+    first, and only when one of them passes are the code's own names read."""
+    if seen is None:
+        seen = {}
+    settled = (_any_name, trigger.test, trigger.words)  # the same for both kinds of names
+    anywhere = seen.get(settled)
+    if anywhere is None:
+        anywhere = seen[settled] = _passes(_joined_names(data, None, seen), trigger)
+    if not anywhere:
+        return False
     strings = not trigger.endswith(_CODE_ONLY.encode())
-    # Several name tests read the same file: its names are scanned for once per kind.
+    return _passes(_joined_names(data, strings, seen), trigger)
+
+
+def _joined_names(data: Any, strings: bool | None, seen: dict[Any, Any]) -> str:
+    """The distinct identifiers of ``data``, one a line: those of its code (``strings`` as
+    for :func:`code_names`), or with ``strings`` None every identifier of the text. Several
+    name tests read the same file: its names are scanned for once per kind."""
     key = (_any_name, strings)
-    joined = seen.get(key) if seen is not None else None
+    joined = seen.get(key)
     if joined is None:
-        names = code_names(data, strings)
-        joined = "\n".join(names) if isinstance(data, str) else b"\n".join(names).decode("ascii")
-        if seen is not None:
-            seen[key] = joined
+        text = isinstance(data, str)
+        if strings is None:
+            names: Iterable[Any] = set((_IDENTIFIERS if text else _IDENTIFIERS_BYTES).findall(data))
+        else:
+            names = code_names(data, strings)
+        joined = seen[key] = "\n".join(names) if text else b"\n".join(names).decode("ascii")
+    return joined
+
+
+def _passes(joined: str, trigger: Names) -> bool:
+    """Whether one of the identifiers of ``joined`` (one a line) passes the trigger's test."""
     lower = joined.lower()
     test = trigger.test
     tested: set[int] = set()

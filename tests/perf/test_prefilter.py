@@ -298,3 +298,71 @@ def test_several_name_tests_of_one_file_agree_with_each_alone() -> None:
         assert both.matches(text) == alone, text
     assert PreFilter([_rule(AVERAGED_NAME)]).matches("getattr(models[0], 'ema')\n")
     assert not PreFilter([_rule(AVERAGED_CODE_NAME)]).matches("x = ckpt['ema']\n")
+
+
+def _code_name_passes(data: bytes | str, trigger: bytes, strings: bool) -> bool:
+    """The definition a name test answers: some name of the code, with a word, passes."""
+    from ema_lint.prefilter import code_names
+
+    test, words = trigger.test, trigger.words  # type: ignore[attr-defined]
+    found = (n if isinstance(n, str) else n.decode() for n in code_names(data, strings))
+    return any(test(n) for n in found if any(w in n.lower() for w in words))
+
+
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "model_ema",
+                "ema",
+                "x",
+                " = ",
+                "'",
+                '"',
+                '"""',
+                "#",
+                "\n",
+                "f",
+                "[",
+                "getattr(m, ",
+                "target_net",
+                " ",
+                "(",
+                ")",
+                "schema",
+                "docs: ",
+            ]
+        ),
+        max_size=12,
+    )
+)
+def test_a_name_test_on_the_whole_texts_names_first_agrees_with_the_code_names(
+    parts: list[str],
+) -> None:
+    # The test runs on every identifier of the text before the code's own are told apart
+    # (the two kinds share that first answer): each kind still answers for its own names.
+    from ema_lint.analysis.syntax.vocabulary import AVERAGED_CODE_NAME, AVERAGED_NAME
+    from ema_lint.prefilter import _any_name
+
+    text = "".join(parts)
+    for data in (text, text.encode()):
+        seen: dict[object, object] = {}
+        for trigger, strings in ((AVERAGED_NAME, True), (AVERAGED_CODE_NAME, False)):
+            expected = _code_name_passes(data, trigger, strings)
+            assert _any_name(data, trigger, seen) is expected, (text, strings)
+            assert _any_name(data, trigger) is expected, (text, strings)
+
+
+def test_a_name_only_in_prose_or_a_key_answers_per_kind() -> None:
+    from ema_lint.analysis.syntax.vocabulary import AVERAGED_CODE_NAME, AVERAGED_NAME
+    from ema_lint.prefilter import _any_name
+
+    for data, named, coded in (
+        (b"x = 1  # model_ema\n", False, False),
+        (b'"""the model_ema"""\nx = 1\n', False, False),
+        (b"x = ckpt['model_ema']\n", True, False),
+        (b"model_ema = 1\n", True, True),
+    ):
+        seen: dict[object, object] = {}
+        assert _any_name(data, AVERAGED_NAME, seen) is named, data
+        assert _any_name(data, AVERAGED_CODE_NAME, seen) is coded, data
