@@ -13,6 +13,7 @@ from ..analysis.objects.averaging import (
 from ..analysis.objects.devices import CpuPlacement, Devices
 from ..analysis.objects.run_length import RunLengths
 from ..analysis.objects.triggers import UPDATE_EVIDENCE, requiring
+from ..analysis.syntax.params import all_params
 from ..analysis.syntax.values import ValueResolver
 from ..analysis.syntax.vocabulary import tokens
 from ..analysis.training.framework import PER_STEP_HOOKS, FrameworkHooks
@@ -196,7 +197,7 @@ class ShadowOnCpu(Rule):
 
     def _given(self, source: cst.BaseExpression, method: cst.FunctionDef) -> bool:
         """``source`` is a parameter of ``method`` or a ``self.`` attribute it binds to one."""
-        params = {p.name.value for p in (*method.params.params, *method.params.kwonly_params)}
+        params = {p.name.value for p in all_params(method)}
         if isinstance(source, cst.Name):
             return source.value in params
         code = self.ctx.code(source)

@@ -22,6 +22,7 @@ import libcst as cst
 
 from ema_lint.analysis.syntax.context import FileContext
 from ema_lint.analysis.syntax.names import ImportTable, dotted_name
+from ema_lint.analysis.syntax.params import all_params
 
 _WRAPPERS = {
     "torch.nn.parallel.DistributedDataParallel": "DistributedDataParallel",
@@ -359,8 +360,7 @@ _MISSING = object()
 
 
 def _parameters(function: cst.FunctionDef) -> set[str]:
-    params = function.params
-    return {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    return {p.name.value for p in all_params(function)}
 
 
 def _unwraps(node: cst.Call | cst.IfExp, name: str, helpers: frozenset[str]) -> bool:
