@@ -9,6 +9,7 @@ import pytest
 
 from ema_lint.analysis.syntax.context import FileContext
 from ema_lint.analysis.syntax.values import ValueResolver
+from tests.analysis.helpers import context, probe
 
 
 def resolve(source: str, expression: str):
@@ -42,11 +43,35 @@ def test_module_constants_and_their_origin() -> None:
 
 
 @pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("X = 0.9\nX = 0.99", 0.99),
+        ("alpha = 1.0 - 0.99998\nalpha = min(1.0, alpha * 32)", min(1.0, (1.0 - 0.99998) * 32)),
+        ("X = 0.9\nif fast:\n    pass\nX = 0.999", 0.999),
+        ("for _ in range(3):\n    X = 0.9\n    __probe__ = X\n    X = 0.5", 0.9),
+        ("X = 0.9999\nfor _ in range(3):\n    __probe__ = X\n    X = 0.9", None),
+        ("X = 0.9999\nif fast:\n    X = 0.9\n__probe__ = X", None),
+    ],
+)
+def test_a_rebound_name_has_the_value_that_reaches_the_use(source: str, expected) -> None:
+    """Straight-line order decides; a branch or a later loop iteration in between does not."""
+    if "__probe__" not in source:
+        source += "\n__probe__ = " + ("X" if "X" in source else "alpha")
+    ctx = context(source)
+    value = ctx.get(ValueResolver).resolve(probe(ctx))
+    if expected is None:
+        assert value is None
+    else:
+        assert value is not None and value.value == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
     ("source", "expression"),
     [
         ("", "unknown_name"),
-        ("X = 0.9\nX = 0.99", "X"),
         ("X = 0.9\nX += 0.01", "X"),
+        # A function reads the module's name when it runs, not where it is defined.
+        ("X = 0.9\ndef f():\n    return X\nX = 0.99", "f()"),
         ("", "1 / 0"),
         ("", "f(0.9)"),
         ("A = B\nB = A", "A"),
@@ -58,7 +83,6 @@ def test_unknown_stays_unknown(source: str, expression: str) -> None:
 
 # Resolution paths -------------------------------------------------------------------------
 from ema_lint.analysis.syntax.values import Symbol  # noqa: E402
-from tests.analysis.helpers import context, probe  # noqa: E402
 
 
 def value_of(source: str):

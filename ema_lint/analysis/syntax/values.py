@@ -714,7 +714,13 @@ class ValueResolver:
                 return Value(Symbol(qualified), None)
             return None
         if len(bindings) != 1:
-            return None
+            reaching = self._reaching(node, bindings)
+            if reaching is None or reaching.value is None:
+                return None
+            inner = self._resolve(reaching.value, depth + 1)
+            if inner is None:
+                return None
+            return replace(inner, via=inner.via or name, shared=True)
         binding = bindings[0]
         shared = self._name_count(name) > 2
         if binding.kind == "assign" and binding.value is not None:
@@ -866,6 +872,47 @@ class ValueResolver:
         if inner is None:
             return None
         return replace(inner, via=inner.via or f"the default of {name}", shared=inner.shared)
+
+    def _reaching(self, node: cst.Name, bindings: list[Binding]) -> Binding | None:
+        """The assignment whose value ``node`` reads when the name is bound several times in
+        its scope: the last one before the use, in a block that holds the use, with no other
+        assignment that a branch or a loop could run in between (``alpha = 1 - decay`` then
+        ``alpha = min(1.0, alpha * adjust)``). None when straight-line order does not tell."""
+        index = self.index
+        use = index.statement(node)
+        scope = self._scope_of(node)
+        if use is None:
+            return None
+        placed: list[tuple[cst.CSTNode, Binding]] = []
+        for binding in bindings:
+            if binding.kind != "assign" or binding.value is None:
+                return None
+            statement = index.statement(binding.value)
+            if statement is None or self._scope_of(statement) is not scope:
+                return None
+            placed.append((statement, binding))
+        before = [(s, b) for s, b in placed if s is not use and index.is_before(s, use)]
+        if not before:
+            return None
+        statement, binding = max(before, key=lambda item: index.order[id(item[0])])
+        block = index.parent(statement)
+        if block is None or not index.contains(block, use):
+            return None  # assigned in a branch the use is not in
+        loops = [
+            a
+            for a in index.ancestors(use)
+            if isinstance(a, (cst.For, cst.While)) and not index.contains(a, statement)
+        ]
+        for other, _ in placed:
+            if other is statement or other is use:
+                continue
+            if index.contains(statement, other) or (
+                index.is_before(statement, other) and index.is_before(other, use)
+            ):
+                return None  # rebound between the assignment and the use (in a branch)
+            if any(index.contains(loop, other) for loop in loops):
+                return None  # rebound later in a loop that runs the use again
+        return binding
 
     def _only_binding(self, name: cst.Name) -> Binding | None:
         """The binding of ``name`` in its scope, when it is bound exactly once there."""
