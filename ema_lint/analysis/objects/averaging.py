@@ -245,6 +245,7 @@ class AveragingObjects:
         self._returns: dict[str, list[cst.BaseExpression]] = {}
 
         self._collect_api_objects()
+        self._collect_subclassed_averages()
         self._collect_shadows()
         self._collect_parameters()
         if not self.objects:
@@ -339,7 +340,7 @@ class AveragingObjects:
         """
         if update.source is None:
             return False
-        if update.form in ("tree_map", "returned"):
+        if update.form in ("tree_map", "returned", "avg_fn"):
             return not any(
                 w in NOT_WEIGHT_TOKENS
                 for side in (update.shadow, update.source)
@@ -602,7 +603,7 @@ class AveragingObjects:
                     weight_call = self._avg_fn_of(bound, avg_fns)
                 source_param = averaging.source_param
                 source = bound.value(source_param) if source_param else None
-                self._add(
+                made = self._add(
                     AveragingObject(
                         kind,
                         Use.EVAL,
@@ -613,6 +614,11 @@ class AveragingObjects:
                         source=source,
                     )
                 )
+                given = (
+                    self._averaging_function_of(bound.call) if spec.role is Role.SWA_MODEL else None
+                )
+                if given is not None:
+                    made.inplace.append(given)
             elif role is Role.EMA_FUNCTION:
                 self._functional(bound)
         for key, bound in avg_fns.items():
@@ -670,12 +676,40 @@ class AveragingObjects:
                 inner = self._bound.bound(target) if target is not None else None
                 if inner is not None and inner.spec.role is Role.SWA_AVG_FN:
                     return Method.SWA
+                if self._averaging_function_of(bound.call) is not None:
+                    return Method.EMA  # ``avg_fn=lambda a, m, n: d * a + (1 - d) * m``
                 name = dotted_name(expr) or ""
                 found = Method.EMA if "ema" in tokens(name) else Method.UNKNOWN
             if found is not None:
                 return found
             return Method.SWA if not bound.has_star else Method.UNKNOWN
         return Method.EMA
+
+    def _collect_subclassed_averages(self) -> None:
+        """A project subclass of ``AveragedModel`` that hands ``super().__init__`` its own
+        ``avg_fn`` (torchvision's ``ExponentialMovingAverage``, whose nested ``ema_avg`` reads
+        the ``decay`` given to the class): an average whose decay is written by hand, made
+        where that function is, and judged at each construction through the parameter."""
+        if not self._may_update():
+            return
+        for update in self.ctx.get(InPlaceUpdates).updates:
+            owner = update.owner
+            if owner is None or id(owner) in self._by_creation:
+                continue
+            cls = self.index.enclosing(owner, cst.ClassDef)
+            if not isinstance(cls, cst.ClassDef):
+                continue
+            obj = AveragingObject(Method.EMA, Use.EVAL, update.node)
+            obj.names.append(cls.name.value)
+            obj.reasons.append(f"the avg_fn {cls.name.value} hands AveragedModel")
+            self._add(obj)
+
+    def _averaging_function_of(self, call: cst.Call) -> InPlaceUpdate | None:
+        """The hand-written ``avg_fn`` update ``call`` is given, if any."""
+        for update in self.ctx.get(InPlaceUpdates).updates:
+            if update.owner is call:
+                return update
+        return None
 
     def _follow(self, expr: cst.BaseExpression, depth: int = 0) -> cst.BaseExpression | None:
         """A name to the single expression assigned to it (for averaging functions)."""
@@ -1189,6 +1223,8 @@ class AveragingObjects:
         self._link_helper_updates()
         if self._may_update():
             for update in self.ctx.get(InPlaceUpdates).updates:
+                if update.owner is not None and id(update.owner) in self._by_creation:
+                    continue  # the ``avg_fn`` of an ``AveragedModel``: linked at creation
                 container = update.shadow_container
                 target = container if container is not None else strip_tensor(update.shadow)
                 shadow = container_of(target)

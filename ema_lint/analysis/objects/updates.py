@@ -117,6 +117,8 @@ class InPlaceUpdate:
     # ``e.mul(d)`` in the statement ``e.mul(d).add_(p, alpha=1 - d)``: an out-of-place head
     # makes a new tensor, and the in-place rest updates that temporary, not ``e``.
     head: cst.Call | None = None
+    # ``AveragedModel(model, avg_fn=f)``: the call ``f`` is handed to (form ``avg_fn``).
+    owner: cst.Call | None = None
 
 
 def strip_tensor(node: cst.BaseExpression) -> cst.BaseExpression:
@@ -186,7 +188,15 @@ class InPlaceUpdates:
             found = self._from_augassign(aug)
             if found is not None:
                 self.updates.append(found)
+        handled: set[int] = set()
+        for call in ctx.nodes(cst.Call):
+            found = self._avg_fn(call)
+            if found is not None:
+                self.updates.append(found)
+                handled.add(id(found.node))
         for ret in ctx.nodes(cst.Return):
+            if id(ret) in handled:
+                continue
             found = self._returned(ret)
             if found is not None:
                 self.updates.append(found)
@@ -791,6 +801,138 @@ class InPlaceUpdates:
         if diff is None:
             return []
         return [(diff, before.value.args[0].value)]
+
+    # ``AveragedModel(model, avg_fn=f)``: ``f(averaged, current, num_averaged)`` -----------------
+    def _avg_fn(self, call: cst.Call) -> InPlaceUpdate | None:
+        """The function a call hands to ``AveragedModel`` as its ``avg_fn`` (a lambda, or a
+        function or lambda bound to a name), when it returns a two-term average of its first
+        two parameters: the API passes the averaged tensor first and the live one second,
+        so the position says which is the shadow, whatever the parameters are called
+        (``lambda a, m, n: 0.1 * a + 0.9 * m``, copied from an old documentation example,
+        keeps 0.1 of the average)."""
+        given = self._avg_fn_argument(call)
+        if given is None:
+            return None
+        mapped = self._averaging_function(call, given)
+        if mapped is None:
+            return None
+        node, (shadow, source), body = mapped
+        sides: dict[str, tuple[cst.BaseExpression, Coefficient]] = {}
+        away = False
+        terms = _terms(body)
+        lerp = _lerp_of(body) if isinstance(body, cst.Call) else None
+        if terms is not None and len(terms) == 2:
+            for tensor, coefficient in terms:
+                bare = strip_tensor(tensor)
+                if isinstance(bare, cst.Name) and bare.value in (shadow, source):
+                    sides[bare.value] = (tensor, Coefficient(coefficient))
+        elif lerp is not None:
+            start, end, weight = lerp
+            if _is_param(start, shadow) and _is_param(end, source):
+                sides = {
+                    shadow: (start, Coefficient(weight, True)),
+                    source: (end, Coefficient(weight)),
+                }
+        else:
+            step = _tree_difference(body, shadow, source)
+            if step is not None:
+                k, away = step
+                named = {
+                    n.value: n
+                    for n in self.index.descendants(body, cst.Name)
+                    if isinstance(n, cst.Name)
+                }
+                if shadow in named and source in named:
+                    sides = {
+                        shadow: (named[shadow], Coefficient(k, True)),
+                        source: (named[source], Coefficient(k)),
+                    }
+        if len(sides) != 2:
+            return None
+        return InPlaceUpdate(
+            node,
+            sides[shadow][0],
+            sides[source][0],
+            sides[shadow][1],
+            sides[source][1],
+            "avg_fn",
+            away=away,
+            owner=call,
+        )
+
+    def _avg_fn_argument(self, call: cst.Call) -> cst.BaseExpression | None:
+        """``avg_fn=`` of any call, the third positional argument of ``AveragedModel(...)``,
+        or of ``super().__init__(...)`` in a subclass of it (torchvision's
+        ``ExponentialMovingAverage``)."""
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == "avg_fn":
+                return arg.value
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        if len(positional) < 3:
+            return None
+        name = dotted_name(call.func) or ""
+        if name.rsplit(".", 1)[-1] == "AveragedModel":
+            return positional[2].value
+        if (
+            isinstance(call.func, cst.Attribute)
+            and call.func.attr.value == "__init__"
+            and isinstance(call.func.value, cst.Call)
+            and dotted_name(call.func.value.func) == "super"
+        ):
+            cls = self.index.enclosing(call, cst.ClassDef)
+            if isinstance(cls, cst.ClassDef) and any(
+                (dotted_name(b.value) or "").rsplit(".", 1)[-1] == "AveragedModel"
+                for b in cls.bases
+            ):
+                return positional[2].value
+        return None
+
+    def _averaging_function(
+        self, call: cst.Call, given: cst.BaseExpression
+    ) -> tuple[cst.CSTNode, tuple[str, str], cst.BaseExpression] | None:
+        """The node to report, the first two parameters and the returned expression of a
+        lambda, a lambda bound once to a name, or a function of the enclosing scopes with
+        one ``return``."""
+        function: cst.Lambda | cst.FunctionDef | None = None
+        if isinstance(given, cst.Lambda):
+            function = given
+        elif isinstance(given, cst.Name):
+            value = self.resolver.assigned_value(given)
+            if isinstance(value, cst.Lambda):
+                function = value
+            else:
+                scopes = set()
+                scope = self.index.enclosing(call, cst.FunctionDef, cst.ClassDef)
+                while scope is not None:
+                    scopes.add(id(scope))
+                    scope = self.index.enclosing(scope, cst.FunctionDef, cst.ClassDef)
+                candidates = [
+                    f
+                    for f in self.index.functions_named(given.value)
+                    if not self.index.contains(f, call)
+                    and (
+                        (outer := self.index.enclosing(f, cst.FunctionDef, cst.ClassDef)) is None
+                        or id(outer) in scopes
+                    )
+                ]
+                if len(candidates) == 1:
+                    function = candidates[0]
+        if function is None:
+            return None
+        parameters = function.params
+        names = [p.name.value for p in (*parameters.posonly_params, *parameters.params)]
+        if len(names) < 2 or len(names) > 3:
+            return None
+        if isinstance(function, cst.Lambda):
+            return function.body, (names[0], names[1]), function.body
+        returns = [
+            r
+            for r in self.index.descendants(function, cst.Return)
+            if isinstance(r, cst.Return) and self.index.enclosing(r, cst.FunctionDef) is function
+        ]
+        if len(returns) != 1 or returns[0].value is None:
+            return None
+        return returns[0], (names[0], names[1]), returns[0].value
 
     def _returned(self, node: cst.Return) -> InPlaceUpdate | None:
         """``def ema(ema_value, value, decay): return ema_value * decay + value * (1 - decay)``:
@@ -1703,6 +1845,20 @@ def _tree_difference(
             return k, sign < 0
         if _is_param(diff.left, shadow) and _is_param(diff.right, source):
             return k, sign > 0
+    return None
+
+
+def _lerp_of(
+    call: cst.Call,
+) -> tuple[cst.BaseExpression, cst.BaseExpression, cst.BaseExpression] | None:
+    """``a.lerp(b, w)`` / ``torch.lerp(a, b, w)``: (start, end, weight)."""
+    name = dotted_name(call.func) or ""
+    args = [a.value for a in call.args if a.keyword is None and not a.star]
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "lerp":
+        if name in ("torch.lerp",) and len(args) == 3:
+            return args[0], args[1], args[2]
+        if len(args) == 2:
+            return call.func.value, args[0], args[1]
     return None
 
 

@@ -40,6 +40,7 @@ from ema_lint.analysis.objects.averaging import AveragingObject, AveragingObject
 from ema_lint.analysis.objects.run_length import RunLength, RunLengths
 from ema_lint.analysis.objects.updates import Coefficient, InPlaceUpdate, InPlaceUpdates
 from ema_lint.analysis.syntax.context import FileContext
+from ema_lint.analysis.syntax.names import dotted_name
 from ema_lint.analysis.syntax.values import (
     Value,
     ValueResolver,
@@ -587,7 +588,13 @@ class DecaySettings:
     # Hand-written updates ----------------------------------------------------------------------
     def _hand_made_settings(self) -> list[DecaySetting]:
         objects = self.ctx.get(AveragingObjects)
-        hand = [o for o in objects.objects if o.hand_made and o.inplace]
+        # ``AveragedModel(model, avg_fn=lambda a, m, n: d * a + (1 - d) * m)``: an API object
+        # whose decay is written by hand, judged as a hand-written update.
+        hand = [
+            o
+            for o in objects.objects
+            if o.inplace and (o.hand_made or any(u.form == "avg_fn" for u in o.inplace))
+        ]
         if not hand:
             return []
         updates = self.ctx.get(InPlaceUpdates)
@@ -701,8 +708,10 @@ class DecaySettings:
         for call, arg in self.resolver.arguments_for(function, param):
             if not isinstance(arg, cst.BaseExpression):
                 continue  # left at the default (judged where it is written) or unknown
-            if not _self_call_of_own_copy(call, obj) and not any(
-                objects.for_expression(a.value) is not None for a in call.args
+            if (
+                not _self_call_of_own_copy(call, obj)
+                and not self._constructs_owner(call, update)
+                and not any(objects.for_expression(a.value) is not None for a in call.args)
             ):
                 continue  # the same arithmetic into a model no caller averages (a merge)
             value = self.resolver.resolve(arg)
@@ -725,6 +734,15 @@ class DecaySettings:
                 self._hand_made(update, obj, old_side, arg, value, given, decay, interval, use)
             )
         return found
+
+    def _constructs_owner(self, call: cst.Call, update: InPlaceUpdate) -> bool:
+        """``call`` makes the ``AveragedModel`` subclass whose ``__init__`` hands the
+        update to ``super().__init__`` as its ``avg_fn``: the construction is the average."""
+        if update.owner is None:
+            return False
+        cls = self.ctx.index.enclosing(update.owner, cst.ClassDef)
+        name = dotted_name(call.func) or ""
+        return isinstance(cls, cst.ClassDef) and name.rsplit(".", 1)[-1] == cls.name.value
 
     def _hand_made(
         self,
