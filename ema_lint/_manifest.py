@@ -173,6 +173,13 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (identifier("MovingAverage"),),
+                (
+                    b"tensorflow_addons",
+                    b"tfa",
+                ),
+            ),
+            (
                 (
                     identifier("PowerFunctionEMA"),
                     identifier("TraditionalEMA"),
@@ -407,6 +414,13 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (identifier("MovingAverage"),),
+                (
+                    b"tensorflow_addons",
+                    b"tfa",
+                ),
+            ),
+            (
                 (
                     identifier("PowerFunctionEMA"),
                     identifier("TraditionalEMA"),
@@ -623,6 +637,13 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (identifier("MovingAverage"),),
+                (
+                    b"tensorflow_addons",
+                    b"tfa",
+                ),
+            ),
+            (
                 (identifier("ema_update"),),
                 (b"k_diffusion",),
             ),
@@ -780,6 +801,14 @@ RULES = (
                     identifier("ModelEmaV3"),
                 ),
                 (b"timm",),
+            ),
+            (
+                (b"momentum",),
+                (identifier("MovingAverage"),),
+                (
+                    b"tensorflow_addons",
+                    b"tfa",
+                ),
             ),
             (
                 (b"momentum",),
@@ -1041,6 +1070,13 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (identifier("MovingAverage"),),
+                (
+                    b"tensorflow_addons",
+                    b"tfa",
+                ),
+            ),
+            (
                 (
                     identifier("PowerFunctionEMA"),
                     identifier("TraditionalEMA"),
@@ -1273,6 +1309,13 @@ RULES = (
                     identifier("ModelEmaV3"),
                 ),
                 (b"timm",),
+            ),
+            (
+                (identifier("MovingAverage"),),
+                (
+                    b"tensorflow_addons",
+                    b"tfa",
+                ),
             ),
             (
                 (
@@ -1526,6 +1569,14 @@ RULES = (
                     identifier("ModelEmaV3"),
                 ),
                 (b"timm",),
+            ),
+            (
+                (b"cpu",),
+                (identifier("MovingAverage"),),
+                (
+                    b"tensorflow_addons",
+                    b"tfa",
+                ),
             ),
             (
                 (b"cpu",),
@@ -2010,6 +2061,27 @@ RULES = (
                     identifier("ModelEmaV3"),
                 ),
                 (b"timm",),
+            ),
+            (
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                    b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
+                    b"gradient_accumulation_steps",
+                    b"accumulative_counts",
+                ),
+                (identifier("MovingAverage"),),
+                (
+                    b"tensorflow_addons",
+                    b"tfa",
+                ),
             ),
             (
                 (
@@ -2521,6 +2593,20 @@ RULES = (
                     b"jax.grad(",
                     b"value_and_grad(",
                 ),
+                (identifier("MovingAverage"),),
+                (
+                    b"tensorflow_addons",
+                    b"tfa",
+                ),
+            ),
+            (
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
                 (
                     identifier("PowerFunctionEMA"),
                     identifier("TraditionalEMA"),
@@ -2818,6 +2904,13 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (identifier("MovingAverage"),),
+                (
+                    b"tensorflow_addons",
+                    b"tfa",
+                ),
+            ),
+            (
                 (
                     identifier("PowerFunctionEMA"),
                     identifier("TraditionalEMA"),
@@ -3030,6 +3123,14 @@ RULES = (
                     identifier("ModelEmaV3"),
                 ),
                 (b"timm",),
+            ),
+            (
+                (b"load_state_dict",),
+                (identifier("MovingAverage"),),
+                (
+                    b"tensorflow_addons",
+                    b"tfa",
+                ),
             ),
             (
                 (b"load_state_dict",),
@@ -3274,6 +3375,13 @@ RULES = (
                     identifier("ModelEmaV3"),
                 ),
                 (b"timm",),
+            ),
+            (
+                (identifier("MovingAverage"),),
+                (
+                    b"tensorflow_addons",
+                    b"tfa",
+                ),
             ),
             (
                 (
@@ -3606,6 +3714,22 @@ RULES = (
                     identifier("ModelEmaV3"),
                 ),
                 (b"timm",),
+            ),
+            (
+                (
+                    b"DataParallel",
+                    b"torch.compile",
+                    b"import compile",
+                    b", compile",
+                    b"compile as",
+                    b".prepare(",
+                    b"deepspeed",
+                ),
+                (identifier("MovingAverage"),),
+                (
+                    b"tensorflow_addons",
+                    b"tfa",
+                ),
             ),
             (
                 (
@@ -4016,6 +4140,17 @@ RULES = (
                     b"backward",
                     b"training_step",
                 ),
+                (identifier("MovingAverage"),),
+                (
+                    b"tensorflow_addons",
+                    b"tfa",
+                ),
+            ),
+            (
+                (
+                    b"backward",
+                    b"training_step",
+                ),
                 (
                     identifier("PowerFunctionEMA"),
                     identifier("TraditionalEMA"),
@@ -4286,6 +4421,13 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (identifier("MovingAverage"),),
+                (
+                    b"tensorflow_addons",
+                    b"tfa",
+                ),
+            ),
+            (
                 (
                     identifier("PowerFunctionEMA"),
                     identifier("TraditionalEMA"),
@@ -4518,6 +4660,13 @@ RULES = (
                     identifier("ModelEmaV3"),
                 ),
                 (b"timm",),
+            ),
+            (
+                (identifier("MovingAverage"),),
+                (
+                    b"tensorflow_addons",
+                    b"tfa",
+                ),
             ),
             (
                 (
@@ -4814,6 +4963,13 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (identifier("MovingAverage"),),
+                (
+                    b"tensorflow_addons",
+                    b"tfa",
+                ),
+            ),
+            (
                 (
                     identifier("PowerFunctionEMA"),
                     identifier("TraditionalEMA"),
@@ -5048,6 +5204,13 @@ RULES = (
                 (b"timm",),
             ),
             (
+                (identifier("MovingAverage"),),
+                (
+                    b"tensorflow_addons",
+                    b"tfa",
+                ),
+            ),
+            (
                 (
                     identifier("PowerFunctionEMA"),
                     identifier("TraditionalEMA"),
@@ -5280,6 +5443,13 @@ RULES = (
                     identifier("ModelEmaV3"),
                 ),
                 (b"timm",),
+            ),
+            (
+                (identifier("MovingAverage"),),
+                (
+                    b"tensorflow_addons",
+                    b"tfa",
+                ),
             ),
             (
                 (

@@ -32,12 +32,16 @@ class DecayOutOfRange(Rule):
       the weight on the new value and are converted (``1 - momentum``);
     - **where it is written**: through constants, arithmetic, argparse defaults,
       dataclass fields, config dicts, function defaults and the arguments callers pass,
-      and in mmengine config dicts (``dict(type='EMAHook', momentum=...)``). The finding
-      is reported on the literal itself when it is written in another statement of the
-      module (the constant, the argparse default), where the fix edits it and where a
-      suppression comment goes; the call that uses it is given as a related location
-      (``related`` in JSON, ``relatedLocations`` in SARIF, related information in the
-      editor). The same holds for EMA102, EMA103 and EMA104;
+      names rebound in straight-line code (the last assignment before the use, as in
+      torchvision's ``alpha = 1.0 - decay`` then ``alpha = min(1.0, alpha * adjust)``; a
+      rebinding in a branch or later in a loop leaves the value unknown), the ``avg_fn``
+      written for ``AveragedModel``, and in mmengine config dicts
+      (``dict(type='EMAHook', momentum=...)``). The finding is reported on the literal
+      itself when it is written in another statement of the module (the constant, the
+      argparse default), where the fix edits it and where a suppression comment goes;
+      the call that uses it is given as a related location (``related`` in JSON,
+      ``relatedLocations`` in SARIF, related information in the editor). The same holds
+      for EMA102, EMA103 and EMA104;
     - **across modules**: a value the main script writes (an argparse default, a
       dataclass field, a constant) and hands to a function of another module that feeds
       it to an average (``update_ema(..., rate=args.ema_rate)`` inside an imported

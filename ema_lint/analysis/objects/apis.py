@@ -1024,6 +1024,48 @@ API_SPECS: tuple[ApiSpec, ...] = (
         notes="Also averages losses for summaries: what apply() receives says which.",
     ),
     *(_keras(name, own) for name, own in _KERAS_OPTIMIZERS.items()),
+    ApiSpec(
+        "tensorflow_addons.optimizers.MovingAverage",
+        Role.OPTIMIZER,
+        params=(
+            "optimizer",
+            "sequential_update",
+            "average_decay",
+            "num_updates",
+            "start_step",
+            "dynamic_decay",
+            "name",
+        ),
+        var_kwargs=True,
+        defaults={
+            "optimizer": REQUIRED,
+            "sequential_update": True,
+            "average_decay": 0.99,
+            "num_updates": None,
+            "start_step": 0,
+            "dynamic_decay": False,
+            "name": "MovingAverage",
+        },
+        weight=Weight(
+            "average_decay",
+            Side.OLD,
+            0.99,
+            ramps=(
+                Ramp(RampKind.NUM_UPDATES, when=("num_updates", NOT_NONE)),
+                Ramp(RampKind.NUM_UPDATES, when=("dynamic_decay", True)),
+            ),
+        ),
+        apply_methods=("assign_average_vars", "swap_weights"),
+        aliases=(
+            "tfa.optimizers.MovingAverage",
+            "tensorflow_addons.optimizers.moving_average.MovingAverage",
+        ),
+        library="TensorFlow Addons",
+        docs="https://www.tensorflow.org/addons/api_docs/python/tfa/optimizers/MovingAverage",
+        notes="Wraps an optimizer and keeps an EMA of the weights it updates; average_decay is "
+        "the decay (weight on the old average); dynamic_decay or num_updates ramp it up as "
+        "min(decay, (1 + t) / (10 + t)).",
+    ),
     # JAX -------------------------------------------------------------------------------------
     ApiSpec(
         "optax.incremental_update",
