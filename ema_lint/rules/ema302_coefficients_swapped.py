@@ -89,11 +89,12 @@ class CoefficientsSwapped(Rule):
     running mean's two halves (``e.add_(-k * e)`` then ``e.add_(k * p)``), lists of the
     two models' tensors filled in a loop, and JAX's tree maps
     (``jax.tree.map(lambda e, p: d * e + (1 - d) * p, ema_params, params)``, the difference
-    ``lambda e, p: e + (1 - d) * (p - e)``, or a function of the module mapped by name),
-    and the ``avg_fn`` handed to ``AveragedModel`` (a lambda, a function, or the nested
+    ``lambda e, p: e + (1 - d) * (p - e)``, or a function of the module mapped by name);
+    the ``avg_fn`` handed to ``AveragedModel`` (a lambda, a function, or the nested
     function a subclass passes to ``super().__init__``), whose first parameter is the
     average whatever it is called: ``lambda averaged_model_parameter, model_parameter,
-    num_averaged: 0.1 * averaged_model_parameter + 0.9 * model_parameter`` keeps a tenth.
+    num_averaged: 0.1 * averaged_model_parameter + 0.9 * model_parameter`` keeps a tenth;
+    and the in-place updates of a ``multi_avg_fn``, of its second list into its first.
     Where the values do not resolve, a weight named as a decay (``decay``, ``beta``, MoCo's
     ``m``, ``d``, ``mu``) belongs on the average, and so does one the code's own values say
     is a decay; a weight they say is small belongs on the live weights (mmcv's and

@@ -243,6 +243,8 @@ class AveragingObjects:
         self._has_inplace: bool | None = None
         self._called: dict[int, list[cst.Call]] | None = None
         self._returns: dict[str, list[cst.BaseExpression]] = {}
+        # Updates an ``AveragedModel`` is handed (``avg_fn``, ``multi_avg_fn``).
+        self._given_updates: set[int] = set()
 
         self._collect_api_objects()
         self._collect_subclassed_averages()
@@ -619,6 +621,9 @@ class AveragingObjects:
                 )
                 if given is not None:
                     made.inplace.append(given)
+                if spec.role is Role.SWA_MODEL:
+                    made.inplace.extend(self._multi_avg_updates(bound))
+                self._given_updates.update(id(u) for u in made.inplace)
             elif role is Role.EMA_FUNCTION:
                 self._functional(bound)
         for key, bound in avg_fns.items():
@@ -676,7 +681,9 @@ class AveragingObjects:
                 inner = self._bound.bound(target) if target is not None else None
                 if inner is not None and inner.spec.role is Role.SWA_AVG_FN:
                     return Method.SWA
-                if self._averaging_function_of(bound.call) is not None:
+                if self._averaging_function_of(bound.call) is not None or (
+                    param == "multi_avg_fn" and self._multi_avg_updates(bound)
+                ):
                     return Method.EMA  # ``avg_fn=lambda a, m, n: d * a + (1 - d) * m``
                 name = dotted_name(expr) or ""
                 found = Method.EMA if "ema" in tokens(name) else Method.UNKNOWN
@@ -710,6 +717,35 @@ class AveragingObjects:
             if update.owner is call:
                 return update
         return None
+
+    def _multi_avg_updates(self, bound: BoundCall) -> list[InPlaceUpdate]:
+        """The in-place updates of the function given as ``multi_avg_fn`` that average its
+        second parameter (the live tensors) into its first (the averaged ones): ``def
+        multi(avg, cur, n): torch._foreach_lerp_(avg, cur, 1 - decay)``."""
+        expr = bound.value("multi_avg_fn")
+        if not isinstance(expr, cst.Name):
+            return []
+        provider = self.ctx.get(InPlaceUpdates)
+        function = provider.function_seen_from(bound.call, expr.value)
+        if function is None:
+            return []
+        names = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+        if len(names) < 2:
+            return []
+        found = []
+        for update in provider.updates:
+            if not self.index.contains(function, update.node) or update.source is None:
+                continue
+            shadow = update.shadow_container or container_of(strip_tensor(update.shadow))
+            source = update.source_container or container_of(strip_tensor(update.source))
+            if (
+                isinstance(shadow, cst.Name)
+                and shadow.value == names[0]
+                and isinstance(source, cst.Name)
+                and source.value == names[1]
+            ):
+                found.append(update)
+        return found
 
     def _follow(self, expr: cst.BaseExpression, depth: int = 0) -> cst.BaseExpression | None:
         """A name to the single expression assigned to it (for averaging functions)."""
@@ -1223,7 +1259,7 @@ class AveragingObjects:
         self._link_helper_updates()
         if self._may_update():
             for update in self.ctx.get(InPlaceUpdates).updates:
-                if update.owner is not None and id(update.owner) in self._by_creation:
+                if id(update) in self._given_updates:
                     continue  # the ``avg_fn`` of an ``AveragedModel``: linked at creation
                 container = update.shadow_container
                 target = container if container is not None else strip_tensor(update.shadow)

@@ -887,6 +887,25 @@ class InPlaceUpdates:
                 return positional[2].value
         return None
 
+    def function_seen_from(self, node: cst.CSTNode, name: str) -> cst.FunctionDef | None:
+        """The one function called ``name`` defined in a scope that encloses ``node`` (or
+        at module level), not around ``node`` itself; None when there is none or several."""
+        scopes = set()
+        scope = self.index.enclosing(node, cst.FunctionDef, cst.ClassDef)
+        while scope is not None:
+            scopes.add(id(scope))
+            scope = self.index.enclosing(scope, cst.FunctionDef, cst.ClassDef)
+        candidates = [
+            f
+            for f in self.index.functions_named(name)
+            if not self.index.contains(f, node)
+            and (
+                (outer := self.index.enclosing(f, cst.FunctionDef, cst.ClassDef)) is None
+                or id(outer) in scopes
+            )
+        ]
+        return candidates[0] if len(candidates) == 1 else None
+
     def _averaging_function(
         self, call: cst.Call, given: cst.BaseExpression
     ) -> tuple[cst.CSTNode, tuple[str, str], cst.BaseExpression] | None:
@@ -901,22 +920,7 @@ class InPlaceUpdates:
             if isinstance(value, cst.Lambda):
                 function = value
             else:
-                scopes = set()
-                scope = self.index.enclosing(call, cst.FunctionDef, cst.ClassDef)
-                while scope is not None:
-                    scopes.add(id(scope))
-                    scope = self.index.enclosing(scope, cst.FunctionDef, cst.ClassDef)
-                candidates = [
-                    f
-                    for f in self.index.functions_named(given.value)
-                    if not self.index.contains(f, call)
-                    and (
-                        (outer := self.index.enclosing(f, cst.FunctionDef, cst.ClassDef)) is None
-                        or id(outer) in scopes
-                    )
-                ]
-                if len(candidates) == 1:
-                    function = candidates[0]
+                function = self.function_seen_from(call, given.value)
         if function is None:
             return None
         parameters = function.params
