@@ -70,7 +70,7 @@ from ema_lint.analysis.syntax.vocabulary import (
     tokens,
 )
 
-from ..syntax.params import all_params
+from ..syntax.params import all_params, positional_names
 
 
 class Use(str, enum.Enum):
@@ -729,7 +729,7 @@ class AveragingObjects:
         function = provider.function_seen_from(bound.call, expr.value)
         if function is None:
             return []
-        names = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+        names = positional_names(function)
         if len(names) < 2:
             return []
         found = []

@@ -29,7 +29,7 @@ from ema_lint.analysis.syntax.names import dotted_name
 from ema_lint.analysis.syntax.values import ValueResolver
 from ema_lint.analysis.syntax.vocabulary import NOT_WEIGHT_TOKENS, is_averaged_name, tokens
 
-from ..syntax.params import all_params
+from ..syntax.params import all_params, positional_names
 
 _INPLACE = {"mul_", "add_", "lerp_", "copy_", "sub_"}
 # JAX's maps over parameter trees (``jax.tree.map``, ``jax.tree_util.tree_map``).
@@ -923,8 +923,7 @@ class InPlaceUpdates:
                 function = self.function_seen_from(call, given.value)
         if function is None:
             return None
-        parameters = function.params
-        names = [p.name.value for p in (*parameters.posonly_params, *parameters.params)]
+        names = positional_names(function)
         if len(names) < 2 or len(names) > 3:
             return None
         if isinstance(function, cst.Lambda):

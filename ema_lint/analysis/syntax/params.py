@@ -13,3 +13,9 @@ def all_params(function: cst.FunctionDef | cst.Lambda | cst.Parameters) -> list[
     """Positional-only, ordinary and keyword-only parameters (not ``*args``/``**kwargs``)."""
     p = function if isinstance(function, cst.Parameters) else function.params
     return [*p.posonly_params, *p.params, *p.kwonly_params]
+
+
+def positional_names(function: cst.FunctionDef | cst.Lambda) -> list[str]:
+    """The names a call's positional arguments bind, in order (``self`` included)."""
+    p = function.params
+    return [param.name.value for param in (*p.posonly_params, *p.params)]

@@ -260,6 +260,7 @@ class ValueResolver:
 
     # Give up on chains longer than this (a = b, b = c, ...), and on cycles.
     MAX_DEPTH = 24
+    MAX_REBINDINGS = 16  # assignments of one name followed to the one reaching its use
 
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
@@ -880,9 +881,9 @@ class ValueResolver:
         ``alpha = min(1.0, alpha * adjust)``). None when straight-line order does not tell."""
         index = self.index
         use = index.statement(node)
+        if use is None or len(bindings) > self.MAX_REBINDINGS:
+            return None  # a name rebound all over a module (``x``, ``out``) is no setting
         scope = self._scope_of(node)
-        if use is None:
-            return None
         placed: list[tuple[cst.CSTNode, Binding]] = []
         for binding in bindings:
             if binding.kind != "assign" or binding.value is None:
@@ -903,14 +904,10 @@ class ValueResolver:
             for a in index.ancestors(use)
             if isinstance(a, (cst.For, cst.While)) and not index.contains(a, statement)
         ]
+        # (An assignment between it and the use would be the last one itself: in a branch,
+        # the block test above refuses it.)
         for other, _ in placed:
-            if other is statement or other is use:
-                continue
-            if index.contains(statement, other) or (
-                index.is_before(statement, other) and index.is_before(other, use)
-            ):
-                return None  # rebound between the assignment and the use (in a branch)
-            if any(index.contains(loop, other) for loop in loops):
+            if other is not statement and any(index.contains(loop, other) for loop in loops):
                 return None  # rebound later in a loop that runs the use again
         return binding
 
