@@ -61,15 +61,20 @@ class UpdateIgnoresAccumulation(Rule):
       step depends on, by keyword or position, set to anything but ``True``;
     - inside an inner loop over micro-batches that calls ``backward()`` but not the step;
     - at the framework level: a Lightning ``training_step`` / ``on_train_batch_end`` (of a
-      LightningModule, through the module's own base classes, or of a callback) that
-      updates an average with no check that the optimizer stepped. The accumulation
-      setting usually lives in another file or on the command line, so this is reported on
-      its own, saying it is harmless only while ``accumulate_grad_batches`` is 1; where the
-      module's ``Trainer`` sets ``accumulate_grad_batches > 1`` the message says so (and
-      where it sets 1, nothing is reported). A Keras optimizer with ``use_ema=True`` and
-      ``gradient_accumulation_steps > 1`` (it also updates the average on the steps that only
-      accumulate); an mmengine ``EMAHook`` in a config whose ``optim_wrapper`` has
-      ``accumulative_counts > 1`` (the hook updates after every iteration).
+      LightningModule or a callback, also through the project's own base classes in this
+      or other modules: a base class's hook updating the average a subclass sets, or a
+      subclass's hook updating the one its base class set) that updates an average with no
+      check that the optimizer stepped (an ``if`` or an early ``return`` on
+      ``trainer.global_step`` or ``trainer.fit_loop._should_accumulate()``). The
+      accumulation setting usually lives in another file or on the command line, so this
+      is reported on its own, saying it is harmless only while ``accumulate_grad_batches``
+      is 1; where the module's ``Trainer``, or one in a module of the project that imports
+      the hook's class, sets ``accumulate_grad_batches > 1`` the message says so and cites
+      it (and where the module sets 1, nothing is reported). A Keras optimizer with
+      ``use_ema=True`` and ``gradient_accumulation_steps > 1`` (it also updates the average
+      on the steps that only accumulate); an mmengine ``EMAHook`` in a config whose
+      ``optim_wrapper`` has ``accumulative_counts > 1`` (the hook updates after every
+      iteration).
 
     Silent where the update already runs once per optimizer step: inside the guard or the
     step helper (timm's ``need_update``, ultralytics' ``optimizer_step``, guided-diffusion's
@@ -300,6 +305,38 @@ class UpdateIgnoresAccumulation(Rule):
 
         def on_before_zero_grad(self, trainer, pl_module, optimizer):
             self.ema.update(pl_module.net)
+    ```
+
+    ### Lightning: a hook of a base class
+    ```python
+    import lightning.pytorch as pl
+    from ema_pytorch import EMA
+
+    class AveragedModule(pl.LightningModule):
+        def on_train_batch_end(self, outputs, batch, batch_idx):
+            self.ema.update()
+
+    class Denoiser(AveragedModule):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+            self.ema = EMA(net, beta=0.9999)
+    ```
+    ```python
+    import lightning.pytorch as pl
+    from ema_pytorch import EMA
+
+    class AveragedModule(pl.LightningModule):
+        def on_train_batch_end(self, outputs, batch, batch_idx):
+            if self.trainer.fit_loop._should_accumulate():
+                return
+            self.ema.update()
+
+    class Denoiser(AveragedModule):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+            self.ema = EMA(net, beta=0.9999)
     ```
 
     ## Fix
@@ -559,7 +596,9 @@ class UpdateIgnoresAccumulation(Rule):
                 fix,
             )
 
-    def _count_text(self, setting: cst.BaseExpression) -> str:
+    def _count_text(self, setting: cst.BaseExpression | int) -> str:
+        if isinstance(setting, int):  # set in another module of the project (cited)
+            return str(setting)
         value = self.ctx.get(ValueResolver).resolve(setting)
         text = self.ctx.code(setting)
         if value is not None and value.number is not None:

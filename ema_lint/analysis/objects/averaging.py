@@ -245,11 +245,15 @@ class AveragingObjects:
         self._returns: dict[str, list[cst.BaseExpression]] = {}
         # Updates an ``AveragedModel`` is handed (``avg_fn``, ``multi_avg_fn``).
         self._given_updates: set[int] = set()
+        # ``self.x`` averaging objects another module's class sets for a class of this one
+        # (a base class's ``__init__``, or a subclass's), by (class, attribute).
+        self._inherited: dict[tuple[int, str], AveragingObject] = {}
 
         self._collect_api_objects()
         self._collect_subclassed_averages()
         self._collect_shadows()
         self._collect_parameters()
+        self._collect_inherited()
         if not self.objects:
             return
         self._link_bindings()
@@ -1049,7 +1053,12 @@ class AveragingObjects:
                     cls = self.resolver.instance_class(node.value)
                 if cls is None:
                     return None
-                values = self.resolver.self_assignments(cls).get(node.attr.value, [])
+                values = self.resolver.inherited_assignments(cls, node.attr.value)
+                if not values and self._inherited:
+                    for klass in self.resolver.lineage(cls):
+                        inherited = self._inherited.get((id(klass), node.attr.value))
+                        if inherited is not None:
+                            return inherited
                 objs: list[AveragingObject] = []
                 for value in values:
                     obj = self._refer(value, depth + 1) if value is not None else None
@@ -1140,6 +1149,85 @@ class AveragingObjects:
                     ):
                         obj.updates.append(call)
                 self._add(obj)
+
+    def _collect_inherited(self) -> None:
+        """``self.x`` read in a class of this module that neither it nor its bases here
+        assign, where another module of the project says what it is: a base class there sets
+        it to an averaging object in its ``__init__`` (the hook here updates it), or a
+        subclass there does and this class's own methods update it (a base class's hook)."""
+        project = self.ctx.project
+        if project is None:
+            return
+        unresolved = self._unresolved_self_attributes()
+        for cls, attrs in unresolved:
+            found = []
+            for base in cls.bases:
+                for qualname in self.imports.qualified_names(base.value)[:1]:
+                    found.extend(project.inherited_attributes(qualname))
+            if self.index.enclosing(cls, cst.ClassDef, cst.FunctionDef) is None and any(
+                called for called in attrs.values()
+            ):
+                found.extend(project.subclass_attributes(cls.name.value))
+            kinds: dict[str, list] = {}
+            for item in found:
+                if item.attr in attrs and not any(
+                    other.evidence.what == item.evidence.what for other in kinds.get(item.attr, [])
+                ):
+                    kinds.setdefault(item.attr, []).append(item)
+            for attr, items in kinds.items():
+                if len(items) != 1:
+                    continue  # subclasses that set different objects: not one answer
+                item = items[0]
+                spec = item.spec
+                obj = AveragingObject(
+                    Method(item.kind),
+                    spec_use(spec) if spec is not None else Use.EVAL,
+                    cls.name,
+                    spec=spec,
+                )
+                name = f"self.{attr}"
+                obj.names.append(name)
+                obj.reasons.append(item.evidence.what)
+                project.note(name, item.evidence, cls)
+                self._inherited[(id(cls), attr)] = obj
+                self._add(obj)
+
+    def _unresolved_self_attributes(self) -> list[tuple[cst.ClassDef, dict[str, bool]]]:
+        """Classes whose methods read ``self.x`` that no class of their lineage here
+        assigns, with whether each is called or has a method an averaging object has
+        called on it (``self.ema.update()``, ``self.model_ema(model)``)."""
+        by_class: dict[int, tuple[cst.ClassDef, dict[str, bool]]] = {}
+        for node in self.ctx.nodes(cst.Attribute):
+            value = node.value
+            if not (isinstance(value, cst.Name) and value.value == "self"):
+                continue
+            cls = self.resolver.class_of_self(node)
+            if cls is None or not cls.bases:
+                continue
+            attr = node.attr.value
+            entry = by_class.setdefault(id(cls), (cls, {}))
+            if attr in entry[1] and entry[1][attr]:
+                continue
+            parent = self.index.parent(node)
+            called = isinstance(parent, cst.Call) and parent.func is node
+            if isinstance(parent, cst.Attribute) and parent.value is node:
+                above = self.index.parent(parent)
+                called = (
+                    isinstance(above, cst.Call)
+                    and above.func is parent
+                    and parent.attr.value in _PARAMETER_USES
+                )
+            entry[1][attr] = entry[1].get(attr, False) or called
+        found = []
+        for cls, attrs in by_class.values():
+            free = {
+                attr: called
+                for attr, called in attrs.items()
+                if not self.resolver.inherited_assignments(cls, attr)
+            }
+            if free:
+                found.append((cls, free))
+        return found
 
     def _annotated(self, param: cst.Param) -> tuple[ApiSpec | None, str | None]:
         annotation = param.annotation
@@ -1303,7 +1391,7 @@ class AveragingObjects:
         if cls is None:
             return []
         found: list[AveragingObject] = []
-        for value in self.resolver.self_assignments(cls).get(node.attr.value, []):
+        for value in self.resolver.inherited_assignments(cls, node.attr.value):
             if value is None or (isinstance(value, cst.Name) and value.value == "None"):
                 continue
             obj = self._refer(value, 1)

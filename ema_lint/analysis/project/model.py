@@ -62,6 +62,7 @@ from . import admission, resolution
 from .admission import TOP_DEFINITION, definition, has_evidence, imports_of, reexports
 from .resolution import ModuleFile, module_stem, project_files
 from .summaries import (
+    AttributeSummary,
     ClassSummary,
     EvaluatorSummary,
     FactorySummary,
@@ -77,6 +78,7 @@ from .summaries import (
 )
 
 MAX_REEXPORTS = 3
+MAX_BASE_MODULES = 6  # modules a class's bases are followed through
 MAX_FILE_BYTES = 2_000_000
 
 
@@ -348,6 +350,17 @@ def _display(path: str, base: str) -> str:
     except ValueError:
         return path
     return relative.replace(os.sep, "/") if not relative.startswith("..") else path
+
+
+@dataclass(frozen=True)
+class InheritedAttribute:
+    """An averaging object another module's class sets on ``self`` for this module's class
+    (its base's ``__init__``, or a subclass's)."""
+
+    attr: str
+    kind: str  # the averaging Method's value
+    spec: ApiSpec | None
+    evidence: Evidence
 
 
 # The link of one module --------------------------------------------------------------------------
@@ -815,6 +828,115 @@ class ProjectLink:
                 continue
             if called.search(read[1]) is not None and spelled.search(read[1]) is not None:
                 yield path, read[1]
+
+    def inherited_attributes(self, qualname: str) -> list[InheritedAttribute]:
+        """The averaging objects that the project class ``qualname``, a base of a class of
+        this module, sets on ``self`` (``self.ema = EMA(net)`` in its ``__init__``)."""
+        module_name, _, name = qualname.rpartition(".")
+        if not name or not module_name:
+            return []
+        for _ in range(MAX_REEXPORTS):
+            module = resolution.resolve(self.me, module_name)
+            if module is None:
+                return []
+            summary = self._summary(module)
+            if summary is None:
+                return []
+            records = [r for r in summary.attributes if r.cls == name]
+            if records:
+                return self._attributes_of(module, records, "its base class")
+            targets = summary.exports.get(name, [])
+            if not targets:
+                return []
+            module_name, _, name = targets[0].rpartition(".")
+        return []
+
+    def derives_from(self, qualname: str, bases: tuple[str, ...], depth: int = 0) -> str | None:
+        """The name in ``bases`` (``LightningModule``) that the project class ``qualname``
+        derives from, through project classes in any module; None when it does not."""
+        if depth > MAX_BASE_MODULES:
+            return None
+        module_name, _, name = qualname.rpartition(".")
+        if not name or not module_name:
+            return None
+        module = resolution.resolve(self.me, module_name)
+        if module is None:
+            return None
+        summary = self._summary(module)
+        if summary is None:
+            return None
+        written = summary.bases.get(name)
+        if written is None:
+            targets = summary.exports.get(name, [])
+            return self.derives_from(targets[0], bases, depth + 1) if targets else None
+        for base in written:
+            last = base.rsplit(".", 1)[-1]
+            if last in bases:
+                return last
+            if "." not in base:
+                if not module.name:
+                    continue
+                base = f"{module.name}.{base}"  # a class of the same module
+            found = self.derives_from(base, bases, depth + 1)
+            if found is not None:
+                return found
+        return None
+
+    def subclass_attributes(self, class_name: str) -> list[InheritedAttribute]:
+        """The averaging objects that classes of other modules deriving from this module's
+        ``class_name`` set on ``self``: what its own methods (a base class's hooks) update."""
+        found: list[InheritedAttribute] = []
+        for path, _ in self._importers(class_name):
+            module = resolution.module_for_path(path)
+            summary = self._summary(module)
+            if summary is None:
+                continue
+            records = [
+                r
+                for r in summary.attributes
+                if any(self._calls_me(module, base, class_name) for base in r.bases)
+            ]
+            found.extend(self._attributes_of(module, records, "its subclass"))
+        return found
+
+    def _attributes_of(
+        self, module: ModuleFile, records: list[AttributeSummary], how: str
+    ) -> list[InheritedAttribute]:
+        where = _display(module.path, self.base)
+        found: list[InheritedAttribute] = []
+        for record in records:
+            known = self._evidence_object(module, record.evidence)
+            spec, what = known if known is not None else (None, f"self.{record.attr}")
+            evidence = Evidence(
+                f"{what} set as self.{record.attr} by {how} {record.cls} in {where}:{record.line}",
+                module.path,
+                record.line,
+            )
+            found.append(InheritedAttribute(record.attr, record.kind, spec, evidence))
+        return found
+
+    def setting_in_importers(self, names: list[str], keyword: str) -> tuple[int, Evidence] | None:
+        """A literal ``keyword=N`` (or ``"keyword": N``) with N above 1 in a module of the
+        project that imports one of ``names`` from this module: a LightningModule's
+        ``accumulate_grad_batches`` is set where its Trainer is made, usually in the script
+        that imports it. A byte test on the importers, so nothing is parsed."""
+        pattern = re.compile(
+            rb"(?<![A-Za-z0-9_])%s['\"]?\s*[=:]\s*(\d+)(?![\d.])" % re.escape(keyword.encode())
+        )
+        for name in names:
+            for path, data in self._importers(name):
+                read = STORE.read(path)
+                if read is not None:
+                    self.used[path] = read[0]  # a change of the setting re-lints this file
+                for match in pattern.finditer(data):
+                    count = int(match.group(1))
+                    start = data.rfind(b"\n", 0, match.start()) + 1
+                    if count <= 1 or b"#" in data[start : match.start()]:
+                        continue  # not accumulating, or a comment
+                    line = data.count(b"\n", 0, match.start()) + 1
+                    where = _display(path, self.base)
+                    return count, Evidence(f"{keyword}={count} in {where}:{line}", path, line)
+        return None
 
     def mentioned_elsewhere(self, function: str) -> bool:
         """Another module of the project may call ``function`` of this module. False means

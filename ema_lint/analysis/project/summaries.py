@@ -26,6 +26,8 @@ content's hash and read back without parsing:
 - ``calls``: calls to imported functions passing an averaging object (``train_one_epoch(...,
   model_ema)``), with what the object is (an API, a constructor of another module, a copy);
 - ``exports``: names the module imports (re-exports such as ``from .ema import ModelEMA``);
+- ``attributes``: attributes a class's methods set to an averaging object (``self.ema =
+  EMA(net)``), for subclasses and base classes in other modules whose hooks update it;
 - ``forwarded``: averaging weights whose value a top-level function gets from its callers
   in other modules (``update_ema(..., rate=args.ema_rate)`` inside ``train_one_epoch(...,
   args)``), so that the caller judges the value it passes where it writes it.
@@ -77,7 +79,7 @@ from ema_lint.analysis.training.modes import ModeTracker
 from ..syntax.params import all_params
 
 MAX_BASES = 5  # base classes followed up a module's own hierarchy
-FORMAT = 7  # bumped whenever extraction changes what a record holds
+FORMAT = 8  # bumped whenever extraction changes what a record holds
 
 _WEIGHT_WORDS = {"decay", "beta", "momentum", "rate", "tau", "alpha", "ema_decay", "mu"}
 _APPLY = ("apply_shadow", "copy_to", "apply", "swap", "set", "swap_in")
@@ -226,6 +228,20 @@ class ForwardedSummary:
     slot: str = ""
 
 
+@dataclass
+class AttributeSummary:
+    """An attribute the methods of class ``cls`` set to an averaging object (``self.ema =
+    EMA(net)`` in a base LightningModule), for the classes in other modules that derive
+    from it or that it derives from: the hook that updates it may sit in either."""
+
+    cls: str
+    line: int
+    attr: str
+    evidence: str  # as CallSummary.evidence
+    kind: str  # the averaging Method ("ema", "swa", "unknown")
+    bases: list[str] = field(default_factory=list)  # qualified names of the class's bases
+
+
 @dataclass(frozen=True)
 class ForwardingGroup:
     """The forwarded weights of one function (what a lookup of the function returns)."""
@@ -245,6 +261,10 @@ class ModuleSummary:
     recalibrators: list[RecalibratorSummary] = field(default_factory=list)
     factories: list[FactorySummary] = field(default_factory=list)
     forwarded: list[ForwardedSummary] = field(default_factory=list)
+    attributes: list[AttributeSummary] = field(default_factory=list)
+    # The qualified names of the bases of each top-level class that has some (a project
+    # LightningModule's hooks run as Lightning's, through any chain of project classes).
+    bases: dict[str, list[str]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, **dataclasses.asdict(self)}
@@ -263,6 +283,8 @@ class ModuleSummary:
             [RecalibratorSummary(**r) for r in data["recalibrators"]],
             [FactorySummary(**f) for f in data["factories"]],
             [ForwardedSummary(**f) for f in data["forwarded"]],
+            [AttributeSummary(**a) for a in data["attributes"]],
+            {k: list(v) for k, v in data["bases"].items()},
         )
 
     def forwarding(self, name: str) -> ForwardingGroup | None:
@@ -456,7 +478,49 @@ class _Extractor:
         summary.calls = self._calls()
         summary.factories = self._factories({c.name for c in summary.classes})
         summary.forwarded = self._forwarded()
+        summary.attributes = self._attributes()
+        summary.bases = self._bases()
         return summary
+
+    def _bases(self) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {}
+        for cls in self.ctx.nodes(cst.ClassDef):
+            if cls.bases and self.index.enclosing(cls, cst.ClassDef, cst.FunctionDef) is None:
+                found[cls.name.value] = self._base_names(cls)
+        return found
+
+    def _base_names(self, cls: cst.ClassDef) -> list[str]:
+        """Qualified names of the bases of ``cls`` (as written when no import names them)."""
+        found: list[str] = []
+        for base in cls.bases:
+            names = self.imports.qualified_names(base.value)
+            name = names[0] if names else dotted_name(base.value)
+            if name:
+                found.append(name)
+        return found
+
+    def _attributes(self) -> list[AttributeSummary]:
+        """``self.x = <averaging object>`` in the methods of the module's top-level classes."""
+        found: list[AttributeSummary] = []
+        if not self.objects.objects:
+            return found
+        for cls in self.ctx.nodes(cst.ClassDef):
+            if self.index.enclosing(cls, cst.ClassDef, cst.FunctionDef) is not None:
+                continue
+            bases = self._base_names(cls)
+            for attr, values in self.resolver.self_assignments(cls).items():
+                for value in values:
+                    obj = self.objects.for_expression(value) if value is not None else None
+                    if obj is None:
+                        continue
+                    evidence = self._evidence(value)
+                    if evidence is None:
+                        continue
+                    record = AttributeSummary(cls.name.value, 0, attr, evidence, obj.kind.value)
+                    record.bases = bases
+                    found.append(self._at(record, cls))
+                    break
+        return found
 
     # Helpers ---------------------------------------------------------------------------------
     def _line(self, node: cst.CSTNode) -> int:

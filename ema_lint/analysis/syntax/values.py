@@ -147,6 +147,8 @@ _DATACLASS_DECORATORS = {
 _DATACLASS_BASES = {"BaseModel", "BaseSettings", "NamedTuple", "PretrainedConfig"}
 _FIELD_FUNCTIONS = {"field", "ib", "attrib", "Field"}
 # Methods that return their receiver (``EMA(model).to(device)`` is still an ``EMA``).
+# How many of the module's classes a class's bases are followed through.
+_MAX_BASES = 8
 _SAME_OBJECT = {"to", "cuda", "cpu", "eval", "train", "float", "half", "requires_grad_"}
 # Methods a call of the instance itself runs (``nn.Module.__call__`` runs ``forward``).
 _CALL_METHODS = ("forward", "__call__")
@@ -281,6 +283,7 @@ class ValueResolver:
         self._classes: dict[str, list[cst.ClassDef]] | None = None
         self._self_attrs: dict[int, dict[str, list[cst.BaseExpression | None]]] = {}
         self._self_attrs_built = False
+        self._lineages: dict[int, list[cst.ClassDef]] = {}
         self._name_counts: Counter[str] | None = None
         self._assigned_names: list[tuple[str, cst.BaseExpression]] | None = None
         self._attr_counts: Counter[str] | None = None
@@ -520,6 +523,51 @@ class ValueResolver:
     def self_assignments(self, cls: cst.ClassDef) -> dict[str, list[cst.BaseExpression | None]]:
         """``self.x = value`` in the methods of ``cls``, by attribute (None: augmented)."""
         return self._self_attributes(cls)
+
+    def inherited_assignments(
+        self, cls: cst.ClassDef, attr: str
+    ) -> list[cst.BaseExpression | None]:
+        """What ``self.<attr>`` may hold in a method of ``cls``: its assignments in ``cls``
+        and the module's classes it derives from; where those never assign it, the
+        assignments of the module's subclasses of ``cls`` (a base class's hook reading what
+        each subclass's ``__init__`` sets)."""
+        own: list[cst.BaseExpression | None] = []
+        for klass in self.lineage(cls):
+            own.extend(self._self_attributes(klass).get(attr, []))
+        if own:
+            return own
+        found: list[cst.BaseExpression | None] = []
+        for sub in self.subclasses(cls):
+            found.extend(self._self_attributes(sub).get(attr, []))
+        return found
+
+    def lineage(self, cls: cst.ClassDef) -> list[cst.ClassDef]:
+        """``cls`` and the module's classes it derives from, nearest first."""
+        known = self._lineages.get(id(cls))
+        if known is not None:
+            return known
+        chain = [cls]
+        at = 0
+        while at < len(chain) and len(chain) <= _MAX_BASES:
+            for base in chain[at].bases:
+                name = base.value
+                if isinstance(name, cst.Attribute):
+                    continue  # ``pl.LightningModule``: not a class of this module
+                classes = self._class_table().get(getattr(name, "value", ""), [])
+                if len(classes) == 1 and classes[0] not in chain:
+                    chain.append(classes[0])
+            at += 1
+        self._lineages[id(cls)] = chain
+        return chain
+
+    def subclasses(self, cls: cst.ClassDef) -> list[cst.ClassDef]:
+        """The module's classes that derive from ``cls``, directly or through others."""
+        return [
+            other
+            for group in self._class_table().values()
+            for other in group
+            if other is not cls and cls in self.lineage(other)
+        ]
 
     def assigned_value(self, node: cst.BaseExpression) -> cst.BaseExpression | None:
         """The one expression a name (seen where ``node`` is) or ``self.x`` is assigned, when

@@ -19,7 +19,7 @@ import libcst as cst
 from ema_lint.analysis.objects.apis import Role
 from ema_lint.analysis.objects.averaging import AveragingObject
 from ema_lint.analysis.syntax.context import FileContext
-from ema_lint.analysis.syntax.names import dotted_name
+from ema_lint.analysis.syntax.names import ImportTable, dotted_name
 from ema_lint.analysis.syntax.values import ValueResolver, is_time_constant
 from ema_lint.analysis.training.loops import TrainingLoops
 
@@ -59,6 +59,7 @@ class FrameworkHooks:
         self.index = ctx.index
         self.loops = ctx.get(TrainingLoops)
         self.resolver = ctx.get(ValueResolver)
+        self.imports = ctx.get(ImportTable)
         self._class_table: dict[str, list[cst.ClassDef]] | None = None
         self._settings: dict[str, cst.BaseExpression | None] = {}
         self.lightning_classes: list[cst.ClassDef] = [
@@ -85,10 +86,17 @@ class FrameworkHooks:
             last = (dotted_name(base.value) or "").rsplit(".", 1)[-1]
             if last in bases:
                 return last
-            for local in self._classes_named(last):
-                found = self._lightning_base(local, bases, seen)
+            local = self._classes_named(last)
+            for klass in local:
+                found = self._lightning_base(klass, bases, seen)
                 if found is not None:
                     return found
+            if not local and self.ctx.project is not None:
+                # A project class of another module (``from .base import BaseModule``).
+                for qualname in self.imports.qualified_names(base.value)[:1]:
+                    found = self.ctx.project.derives_from(qualname, bases)
+                    if found is not None:
+                        return found
         return None
 
     def _classes_named(self, name: str) -> list[cst.ClassDef]:
@@ -155,17 +163,23 @@ class FrameworkHooks:
         return False
 
     def _stepped(self, node: cst.CSTNode, stop: cst.CSTNode) -> bool:
-        """A condition between ``node`` and ``stop`` says the optimizer stepped."""
+        """A condition between ``node`` and ``stop`` says the optimizer stepped: an ``if``
+        around ``node``, or an early exit before it (``if
+        self.trainer.fit_loop._should_accumulate(): return``)."""
         for ancestor in self.index.ancestors(node):
             if ancestor is stop:
-                return False
-            if isinstance(ancestor, cst.If):
-                if self.loops.is_accumulation_guard(ancestor):
-                    return True
-                code = self.ctx.code(ancestor.test)
-                if any(word in code for word in _STEP_WORDS):
-                    return True
-        return False
+                break
+            if isinstance(ancestor, cst.If) and self._step_check(ancestor):
+                return True
+        return self.loops.early_exit(node, stop, self._step_check) is not None
+
+    def _step_check(self, statement: cst.If) -> bool:
+        """A test of whether the optimizer stepped: an accumulation guard, or a test of
+        Lightning's step counter or accumulation state."""
+        if self.loops.is_accumulation_guard(statement):
+            return True
+        code = self.ctx.code(statement.test)
+        return any(word in code for word in _STEP_WORDS)
 
     def accumulation_setting(self, keyword: str) -> cst.BaseExpression | None:
         """The first ``keyword=...`` argument or ``"keyword": ...`` entry of the module
@@ -206,12 +220,12 @@ class FrameworkHooks:
 
     def per_batch_updates(
         self, obj: AveragingObject
-    ) -> Iterator[tuple[cst.CSTNode, cst.FunctionDef, cst.BaseExpression | None]]:
+    ) -> Iterator[tuple[cst.CSTNode, cst.FunctionDef, cst.BaseExpression | int | None]]:
         """Updates of ``obj`` run by a per-batch Lightning hook (``training_step``,
         ``on_train_batch_end``, of a LightningModule or a callback) with no check that the
         optimizer stepped: (update, hook, the module's accumulate_grad_batches value above
-        1, or None when the module does not set one: the accumulation setting usually
-        lives in another file or on the command line)."""
+        1, or the count a module importing the hook's class sets (cited as evidence), or
+        None when neither is known: the setting may be on the command line)."""
         if not self.lightning_classes or not obj.updates:
             return
         setting = self.accumulation_setting("accumulate_grad_batches")
@@ -228,7 +242,23 @@ class FrameworkHooks:
                     here is not update and self._stepped(here, hook)
                 ):
                     continue
-                yield update, hook, setting
+                yield update, hook, setting if setting is not None else self._elsewhere(obj, hook)
+
+    def _elsewhere(self, obj: AveragingObject, hook: cst.FunctionDef) -> int | None:
+        """The ``accumulate_grad_batches`` above 1 that a module importing the hook's class
+        sets (its Trainer), noted as the finding's evidence; None when none does."""
+        cls = self.loops.class_of(hook)
+        project = self.ctx.project
+        if cls is None or project is None:
+            return None
+        names = [cls.name.value, *(sub.name.value for sub in self.resolver.subclasses(cls))]
+        found = project.setting_in_importers(names, "accumulate_grad_batches")
+        if found is None:
+            return None
+        count, evidence = found
+        for name in obj.names:
+            project.note(name, evidence, hook)
+        return count
 
     # Keras -------------------------------------------------------------------------------------
     def optimizer_ema_accumulation(self, obj: AveragingObject):

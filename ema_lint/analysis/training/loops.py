@@ -752,9 +752,15 @@ class TrainingLoops:
                 return True
         return False
 
-    def early_exit(self, node: cst.CSTNode, scope: cst.CSTNode | None) -> cst.If | None:
+    def early_exit(
+        self,
+        node: cst.CSTNode,
+        scope: cst.CSTNode | None,
+        guard: Callable[[cst.If], bool] | None = None,
+    ) -> cst.If | None:
         """An ``if <accumulation test>: continue`` (or ``break``/``return``) that comes
-        before ``node`` in a block around it, within ``scope``."""
+        before ``node`` in a block around it, within ``scope``; ``guard`` tells another
+        kind of test (a framework's step counter) from the rest."""
         child: cst.CSTNode = node
         for ancestor in self.index.ancestors(node):
             if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
@@ -763,7 +769,7 @@ class TrainingLoops:
                         break
                     if (
                         isinstance(statement, cst.If)
-                        and self._exits(statement, node)
+                        and self._exits(statement, node, guard)
                         and not self._per_item(statement, scope)
                     ):
                         return statement
@@ -787,8 +793,10 @@ class TrainingLoops:
         orders, ifs = found
         return ifs[: bisect.bisect_left(orders, at)]
 
-    def _exits(self, statement: cst.If, node: cst.CSTNode) -> bool:
-        if statement.orelse is not None or not self.is_accumulation_guard(statement):
+    def _exits(
+        self, statement: cst.If, node: cst.CSTNode, guard: Callable[[cst.If], bool] | None = None
+    ) -> bool:
+        if statement.orelse is not None or not (guard or self.is_accumulation_guard)(statement):
             return False
         body = statement.body
         if not isinstance(body, cst.IndentedBlock) or not body.body:
