@@ -1164,10 +1164,8 @@ class AveragingObjects:
             for base in cls.bases:
                 for qualname in self.imports.qualified_names(base.value)[:1]:
                     found.extend(project.inherited_attributes(qualname))
-            if self.index.enclosing(cls, cst.ClassDef, cst.FunctionDef) is None and any(
-                called for called in attrs.values()
-            ):
-                found.extend(project.subclass_attributes(cls.name.value))
+            if self.index.enclosing(cls, cst.ClassDef, cst.FunctionDef) is None:
+                found.extend(project.subclass_attributes(cls.name.value, list(attrs)))
             kinds: dict[str, list] = {}
             for item in found:
                 if item.attr in attrs and not any(
@@ -1194,22 +1192,17 @@ class AveragingObjects:
 
     def _unresolved_self_attributes(self) -> list[tuple[cst.ClassDef, dict[str, bool]]]:
         """Classes whose methods read ``self.x`` that no class of their lineage here
-        assigns, with whether each is called or has a method an averaging object has
-        called on it (``self.ema.update()``, ``self.model_ema(model)``)."""
+        assigns and that is named as an average or used as one (``self.ema.update()``),
+        with whether it is used so."""
         by_class: dict[int, tuple[cst.ClassDef, dict[str, bool]]] = {}
+        averaged: dict[str, bool] = {}
         for node in self.ctx.nodes(cst.Attribute):
             value = node.value
             if not (isinstance(value, cst.Name) and value.value == "self"):
                 continue
-            cls = self.resolver.class_of_self(node)
-            if cls is None or not cls.bases:
-                continue
             attr = node.attr.value
-            entry = by_class.setdefault(id(cls), (cls, {}))
-            if attr in entry[1] and entry[1][attr]:
-                continue
             parent = self.index.parent(node)
-            called = isinstance(parent, cst.Call) and parent.func is node
+            called = False
             if isinstance(parent, cst.Attribute) and parent.value is node:
                 above = self.index.parent(parent)
                 called = (
@@ -1217,6 +1210,18 @@ class AveragingObjects:
                     and above.func is parent
                     and parent.attr.value in _PARAMETER_USES
                 )
+            # Only what could be an average is asked of other modules (each question may
+            # summarise a module): a name that says so, or a use only an average has.
+            if not called:
+                named = averaged.get(attr)
+                if named is None:
+                    named = averaged[attr] = is_averaged_name(attr)
+                if not named:
+                    continue
+            cls = self.resolver.class_of_self(node)
+            if cls is None or not cls.bases:
+                continue
+            entry = by_class.setdefault(id(cls), (cls, {}))
             entry[1][attr] = entry[1].get(attr, False) or called
         found = []
         for cls, attrs in by_class.values():

@@ -882,11 +882,17 @@ class ProjectLink:
                 return found
         return None
 
-    def subclass_attributes(self, class_name: str) -> list[InheritedAttribute]:
+    def subclass_attributes(self, class_name: str, attrs: list[str]) -> list[InheritedAttribute]:
         """The averaging objects that classes of other modules deriving from this module's
-        ``class_name`` set on ``self``: what its own methods (a base class's hooks) update."""
+        ``class_name`` set on ``self`` as one of ``attrs``: what its own methods (a base
+        class's hooks) update. Only importers whose bytes assign one of them are read."""
         found: list[InheritedAttribute] = []
-        for path, _ in self._importers(class_name):
+        assigned = re.compile(
+            rb"self\.(?:%s)\s*=(?!=)" % b"|".join(re.escape(a.encode()) for a in attrs)
+        )
+        for path, data in self._importers(class_name):
+            if assigned.search(data) is None:
+                continue
             module = resolution.module_for_path(path)
             summary = self._summary(module)
             if summary is None:
