@@ -89,7 +89,10 @@ class DecayOutOfRange(Rule):
       ``decay = min(decay, (1 + t) / (10 + t))`` in the helper makes the value a ceiling.
       The same helper smoothing metrics or a loss is not judged. A value read from the
       config (``self.config.ema_decay``) that the module's ``get_config()`` sets once
-      (the ml_collections / jaxline protocol) is judged and reported where it is set.
+      (the ml_collections / jaxline protocol) is judged and reported where it is set; so
+      is one that the ``get_config()`` of another module sets for its experiment class
+      deriving from the class that reads it (a variant experiment overriding its base's
+      config), with the use in the base class's module as the related location.
 
     ## Why it hurts training
     The decay sets how many updates the average spans: about ``1 / (1 - decay)``. At 0.99 the

@@ -28,9 +28,10 @@ class HorizonExceedsTraining(Rule):
     - a Lightning ``Trainer(max_steps=...)``, or ``max_epochs`` times an integer
       ``limit_train_batches``, divided by ``accumulate_grad_batches``;
     - an mmengine ``train_cfg`` with ``max_iters``;
-    - settings named for it (argparse defaults, module constants): ``max_steps``,
-      ``max_train_steps``, ``total_steps``..., or ``epochs`` x ``steps_per_epoch``
-      divided by ``gradient_accumulation_steps``.
+    - settings named for it (argparse defaults, module constants, the entries the
+      module's ``get_config()`` sets, as jaxline's ``config.training_steps``):
+      ``max_steps``, ``max_train_steps``, ``total_steps``, ``training_steps``..., or
+      ``epochs`` x ``steps_per_epoch`` divided by ``gradient_accumulation_steps``.
 
     The horizon is taken at the end of the run: a warmup that ramps the decay (diffusers,
     ema-pytorch, torch-ema, ultralytics, mmdet's ``ExpMomentumEMA``) is followed to the value

@@ -81,7 +81,7 @@ def _attach_target(bound: BoundCall, resolver: ValueResolver, table: ApiTable) -
         ]
 
 
-def _dispatch_table(ctx: FileContext, imports: ImportTable) -> dict[str, cst.Call]:
+def dispatch_table(ctx: FileContext, imports: ImportTable) -> dict[str, cst.Call]:
     """Names bound once to ``getattr(module, name)`` of an imported module: ``ema_fn =
     getattr(utils, config.get("which_ema", "tf1_ema"))`` picks a function by its name."""
     found: dict[str, cst.Call] = {}
@@ -115,6 +115,15 @@ def _dispatched(
 ) -> str | None:
     """The project function ``getattr(module, name)`` returns, when its name is known: a
     string value, or the default of a ``config.get(key, "name")`` the config leaves unknown."""
+    for qualname in dispatch_candidates(call, imports, resolver):
+        if project.spec_for(qualname) is not None:
+            return qualname
+    return None
+
+
+def dispatch_candidates(call: cst.Call, imports: ImportTable, resolver: ValueResolver) -> list[str]:
+    """The qualified names ``getattr(module, name)`` may return, when the name is known (a
+    summary, which reads no other module, records them for the importer to judge)."""
     expr = call.args[1].value
     value = resolver.resolve(expr)
     name = value.value if value is not None else None
@@ -128,12 +137,8 @@ def _dispatched(
         default = resolver.resolve(expr.args[1].value)
         name = default.value if default is not None else None
     if not isinstance(name, str) or not name.isidentifier():
-        return None
-    for module in imports.qualified_names(call.args[0].value):
-        qualname = f"{module}.{name}"
-        if project.spec_for(qualname) is not None:
-            return qualname
-    return None
+        return []
+    return [f"{module}.{name}" for module in imports.qualified_names(call.args[0].value)]
 
 
 class ApiCalls:
@@ -156,7 +161,7 @@ class ApiCalls:
             if extra:
                 known = {**known, **extra}
         resolver: ValueResolver | None = None
-        dispatch = _dispatch_table(ctx, imports) if project is not None else {}
+        dispatch = dispatch_table(ctx, imports) if project is not None else {}
         for call in ctx.nodes(cst.Call):
             qualname = imports.resolve(call.func, known)
             if qualname is None and isinstance(call.func, cst.Name) and call.func.value in dispatch:

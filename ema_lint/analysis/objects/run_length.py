@@ -45,6 +45,7 @@ _STEP_NAMES = (
     "total_iterations",
     "train_iters",
     "num_training_steps",
+    "training_steps",  # jaxline's config.training_steps
 )
 _EPOCH_NAMES = ("epochs", "num_epochs", "max_epochs", "num_train_epochs", "n_epochs", "epoch")
 _PER_EPOCH_NAMES = (
@@ -371,6 +372,12 @@ class RunLengths:
                         *_ACCUMULATION_NAMES,
                     ):
                         put(name, self.resolver.number(small.targets[0].target), name)
+        if self.index.functions_named("get_config"):
+            # ml_collections / jaxline: ``config.training_steps = ...`` in ``get_config()``.
+            for name in (*_STEP_NAMES, *_EPOCH_NAMES, *_PER_EPOCH_NAMES, *_ACCUMULATION_NAMES):
+                value = self.resolver.config_entry(name)
+                if value is not None:
+                    put(name, value.number, f"get_config() {name}")
         for key in conflicts:
             found.pop(key, None)
         return found

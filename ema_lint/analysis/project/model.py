@@ -540,7 +540,7 @@ class ProjectLink:
             module, group = item
             where = _display(module.path, self.base)
             for record in group.weights:
-                if record.instance is not instance:
+                if record.instance is not instance or record.config:
                     continue  # ``MoCo(...)`` makes one; ``model(...)`` runs its forward
                 if record.callee:
                     forwarded = self._handed_on(record, where)
@@ -548,6 +548,26 @@ class ProjectLink:
                     forwarded = _forwarded_call(record, where)
                 if forwarded is not None and forwarded not in found:
                     found.append(forwarded)
+        return found
+
+    def config_weights(self, qualname: str) -> list[ForwardedCall]:
+        """The averaging weights that methods of the project class ``qualname`` read as
+        ``self.config.<key>``: a subclass's module sets them in its ``get_config()``."""
+        item = self._item(qualname, kinds=_FORWARDING)
+        if item is None or not isinstance(item[1], ForwardingGroup):
+            return []
+        module, group = item
+        where = _display(module.path, self.base)
+        found: list[ForwardedCall] = []
+        for record in group.weights:
+            if not record.config:
+                continue
+            if record.callee:
+                forwarded = self._handed_on(record, where)
+            else:
+                forwarded = _forwarded_call(record, where)
+            if forwarded is not None and forwarded not in found:
+                found.append(forwarded)
         return found
 
     def _handed_on(self, record: ForwardedSummary, where: str) -> ForwardedCall | None:

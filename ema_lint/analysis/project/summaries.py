@@ -44,7 +44,7 @@ from typing import Any
 
 import libcst as cst
 
-from ema_lint.analysis.objects.api_calls import ApiCalls
+from ema_lint.analysis.objects.api_calls import ApiCalls, dispatch_candidates, dispatch_table
 from ema_lint.analysis.objects.apis import API_TABLE, REQUIRED, ApiSpec, Role
 from ema_lint.analysis.objects.averaging import AveragingObjects
 from ema_lint.analysis.objects.recalibration import LocalBnUpdates
@@ -79,7 +79,7 @@ from ema_lint.analysis.training.modes import ModeTracker
 from ..syntax.params import all_params
 
 MAX_BASES = 5  # base classes followed up a module's own hierarchy
-FORMAT = 8  # bumped whenever extraction changes what a record holds
+FORMAT = 9  # bumped whenever extraction changes what a record holds
 
 _WEIGHT_WORDS = {"decay", "beta", "momentum", "rate", "tau", "alpha", "ema_decay", "mu"}
 _APPLY = ("apply_shadow", "copy_to", "apply", "swap", "set", "swap_in")
@@ -226,6 +226,9 @@ class ForwardedSummary:
     # function averages and takes its weight there (api, side and use are then unset).
     callee: str = ""
     slot: str = ""
+    # ``name`` is a class whose methods read the weight as ``self.config.<attribute>``:
+    # set by the ``get_config()`` of a module whose class derives from it.
+    config: bool = False
 
 
 @dataclass
@@ -1253,7 +1256,11 @@ class _Extractor:
             ramp = -2 if weight.ramp_unknown else -1
             if weight.ramp is not None and weight.ramp in ramps:
                 ramp = ramps.index(weight.ramp)
-            name = called_as(self.index, weight.function)
+            if weight.config:
+                owner = self.index.enclosing(weight.function, cst.ClassDef)
+                name = owner.name.value if isinstance(owner, cst.ClassDef) else None
+            else:
+                name = called_as(self.index, weight.function)
             if name is None:
                 continue
             record = ForwardedSummary(
@@ -1268,9 +1275,12 @@ class _Extractor:
                 weight.interval,
                 ramp,
                 weight.used_by,
-                name != weight.function.name.value and weight.function.name.value != "__init__",
+                not weight.config
+                and name != weight.function.name.value
+                and weight.function.name.value != "__init__",
                 weight.elements,
             )
+            record.config = weight.config
             found.append(self._at(record, weight.use_node))
             uses[id(record)] = weight.use_node
         found += self._handed_on(uses)
@@ -1284,10 +1294,14 @@ class _Extractor:
         imports = self.ctx.get(ImportTable)
         bound = {id(b.call) for b in self.ctx.get(ApiCalls).calls}
         found: list[ForwardedSummary] = []
+        dispatch = dispatch_table(self.ctx, imports)
         for call in self.ctx.nodes(cst.Call):
             if id(call) in bound or not call.args:
                 continue
             names = [q for q in imports.qualified_names(call.func) if not q.startswith(".")]
+            if not names and isinstance(call.func, cst.Name) and call.func.value in dispatch:
+                # ``ema_fn = getattr(utils, config.get("which_ema", "tf1_ema"))``
+                names = dispatch_candidates(dispatch[call.func.value], imports, self.resolver)
             if not names:
                 continue
             callee = names[-1]
@@ -1300,6 +1314,25 @@ class _Extractor:
                 if arg.keyword is None:
                     position += 1
                 if not averaging and slot not in _WEIGHT_KEYWORDS:
+                    continue
+                config = self._config_read(arg.value, call)
+                if config is not None:
+                    record = ForwardedSummary(
+                        config,
+                        0,
+                        [],
+                        "config",
+                        arg.value.attr.value,  # type: ignore[attr-defined]
+                        "",
+                        "",
+                        "",
+                        used_by=f"{callee.rpartition('.')[2]}()",
+                        callee=callee,
+                        slot=slot,
+                        config=True,
+                    )
+                    found.append(self._at(record, call))
+                    uses[id(record)] = call
                     continue
                 hit = forwarding_parameter(self.resolver, self.index, arg.value)
                 if hit is None:
@@ -1326,6 +1359,15 @@ class _Extractor:
                 found.append(self._at(record, call))
                 uses[id(record)] = call
         return found
+
+    def _config_read(self, expr: cst.BaseExpression, call: cst.Call) -> str | None:
+        """The class whose method hands ``self.config.<key>`` to ``call``, when the call
+        averages something the module holds as weights (a leaf-wise helper applied by a
+        tree map to an averaged tree): its subclasses' modules set the key."""
+        found = self.resolver.config_key(expr)
+        if found is None or not self.ctx.get(InPlaceUpdates).applied_to_weights(call):
+            return None
+        return found[0].name.value
 
     def _inherited_forwarding(
         self, found: list[ForwardedSummary], uses: dict[int, cst.CSTNode]

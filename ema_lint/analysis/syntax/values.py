@@ -1282,6 +1282,30 @@ class ValueResolver:
             found = self._config_entry(attr, depth)
         return found
 
+    def config_entry(self, key: str) -> Value | None:
+        """The value this module's ``get_config()`` sets ``key`` to, when it sets it once
+        (see ``_config_entry``)."""
+        return self._config_entry(key, 0)
+
+    def config_key(self, expr: cst.BaseExpression | None) -> tuple[cst.ClassDef, str] | None:
+        """``(class, key)`` when ``expr`` reads ``self.config.<key>`` (also ``cfg``,
+        ``conf``, ``hparams``) in a method of a top-level class: the jaxline /
+        ml_collections experiment reading the config its module's ``get_config()`` builds."""
+        if not isinstance(expr, cst.Attribute):
+            return None
+        holder = expr.value
+        if not (
+            isinstance(holder, cst.Attribute)
+            and holder.attr.value.lstrip("_") in _CONFIG_NAMES
+            and isinstance(holder.value, cst.Name)
+            and holder.value.value == "self"
+        ):
+            return None
+        cls = self.class_of_self(expr)
+        if cls is None or self.index.enclosing(cls, cst.ClassDef, cst.FunctionDef) is not None:
+            return None
+        return cls, expr.attr.value
+
     def _config_entry(self, key: str, depth: int) -> Value | None:
         """``config.ema_decay`` read from the config this module builds in ``get_config()``
         (the ml_collections / jaxline protocol: the launcher passes that config, or a part

@@ -40,7 +40,7 @@ from ema_lint.analysis.objects.averaging import AveragingObject, AveragingObject
 from ema_lint.analysis.objects.run_length import RunLength, RunLengths
 from ema_lint.analysis.objects.updates import Coefficient, InPlaceUpdate, InPlaceUpdates
 from ema_lint.analysis.syntax.context import FileContext
-from ema_lint.analysis.syntax.names import dotted_name
+from ema_lint.analysis.syntax.names import ImportTable, dotted_name
 from ema_lint.analysis.syntax.values import (
     Value,
     ValueResolver,
@@ -49,6 +49,7 @@ from ema_lint.analysis.syntax.values import (
 )
 from ema_lint.analysis.syntax.vocabulary import tokens
 from ema_lint.analysis.training.forwarded import (
+    ForwardedCall,
     ForwardedWeight,
     forwarding_parameter,
     passed_value,
@@ -224,6 +225,8 @@ class DecaySettings:
         self._add_forwarded_settings()
         self._add_definitions()
         self._add_local_leaf_helpers(objects)
+        self._add_config_settings()
+        self._forward_config_reads()
 
     @classmethod
     def build(cls, ctx: FileContext) -> DecaySettings:
@@ -842,6 +845,103 @@ class DecaySettings:
         weight = hand_weight(old_side)
         name = "the hand-written EMA update"
         self._forward(old_leaf, HAND_MADE, weight, use, interval, None, False, update.node, name)
+
+    def _forward_config_reads(self) -> None:
+        """Weights read as ``self.config.<key>`` in a method of a top-level class, for the
+        summary: a module whose experiment class derives from this one sets the key in its
+        own ``get_config()`` (jaxline / ml_collections experiments), judged there."""
+        for setting in list(self.settings):
+            if setting.forwarded is not None or setting.definition:
+                continue
+            found = self.resolver.config_key(setting.expr)
+            if found is None or setting.expr is None:
+                continue
+            function = self.ctx.index.enclosing(setting.expr, cst.FunctionDef)
+            if function is None:
+                continue
+            use_node = setting.bound.call
+            if any(k.use_node is use_node for k in self.forwarded if k.config):
+                continue
+            name = setting.spec.short_name + "()"
+            self.forwarded.append(
+                ForwardedWeight(
+                    function,
+                    "config",
+                    found[1],
+                    setting.spec,
+                    setting.weight,
+                    setting.use,
+                    setting.interval,
+                    setting.ramp,
+                    setting.ramp_unknown,
+                    use_node,
+                    name,
+                    config=True,
+                )
+            )
+
+    def _add_config_settings(self) -> None:
+        """Settings for the keys this module's ``get_config()`` sets that a method of the
+        base class of its experiment, in another module, reads as an averaging weight
+        (``self.config.ema_decay``): judged and reported where this module writes them."""
+        project = self.ctx.project
+        finder = getattr(project, "config_weights", None) if project is not None else None
+        if finder is None or not self.ctx.index.functions_named("get_config"):
+            return
+        imports = self.ctx.get(ImportTable)
+        index = self.ctx.index
+        added: list[DecaySetting] = []
+        for cls in self.ctx.nodes(cst.ClassDef):
+            if index.enclosing(cls, cst.ClassDef, cst.FunctionDef) is not None:
+                continue
+            for base in cls.bases:
+                for qualname in imports.qualified_names(base.value)[:1]:
+                    for forwarded in finder(qualname):
+                        setting = self._config_setting(cls, base, forwarded)
+                        if setting is not None:
+                            added.append(setting)
+        if added:
+            self.settings.extend(added)
+            order = index.order
+            self.settings.sort(key=lambda s: order.get(id(s.node or s.bound.call), 0))
+
+    def _config_setting(
+        self, cls: cst.ClassDef, base: cst.Arg, forwarded: ForwardedCall
+    ) -> DecaySetting | None:
+        if forwarded.attribute is None:
+            return None
+        value = self.resolver.config_entry(forwarded.attribute)
+        given = value.number if value is not None else None
+        if value is None or given is None:
+            return None
+        origin = value.origin
+        if origin is None or self.ctx.index.order_of(origin) is None:
+            return None  # not written in this module
+        side = forwarded.weight.side
+        decay = given if side is Side.OLD else 1.0 - given
+        spec, weight = forwarded.spec, forwarded.weight
+        bound = BoundCall(spec, base, spec.qualname, {weight.param: cst.Arg(origin)})
+        bound.virtual = True
+        return DecaySetting(
+            bound,
+            spec,
+            weight,
+            origin,
+            value,
+            given,
+            decay,
+            forwarded.ramp,
+            forwarded.ramp_unknown,
+            forwarded.interval,
+            None,
+            forwarded.interval > 1,
+            None,
+            forwarded.use,
+            1,
+            self.resolver,
+            forwarded=f"{forwarded.where}, read as self.config.{forwarded.attribute} by "
+            f"{cls.name.value}'s base class",
+        )
 
     def _add_forwarded_settings(self) -> None:
         """Settings for the values this module hands to another module's averaging (an

@@ -47,6 +47,10 @@ class ForwardedWeight:
     # The weight takes the elements of what is passed (a number, a list of numbers or a
     # comma-separated string: ``for rate in self.ema_rate`` built from ``ema_rate``).
     elements: bool = False
+    # The weight is ``self.config.<attribute>`` of a method of the class holding
+    # ``function``: the ``get_config()`` of a module whose experiment class derives from it
+    # sets it (a jaxline experiment overriding its base experiment's config).
+    config: bool = False
 
 
 @dataclass(frozen=True)
