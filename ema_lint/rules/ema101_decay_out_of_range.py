@@ -7,7 +7,7 @@ import libcst as cst
 from ..analysis.objects.apis import Role, Side, semantics_table
 from ..analysis.objects.averaging import Use
 from ..analysis.objects.horizon import describe_decay, float_literal, format_number
-from ..analysis.objects.triggers import UPDATE_EVIDENCE
+from ..analysis.objects.triggers import FUNCTIONAL_UPDATE_EVIDENCE
 from ..analysis.syntax.test_code import JUDGE_TESTS, TestCode
 from ..analysis.training.decays import (
     DecaySetting,
@@ -176,8 +176,8 @@ class DecayOutOfRange(Rule):
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.UNSAFE
     fix_scope = FixScope.VALUE  # the literal may be where a constant is defined
-    triggers = UPDATE_EVIDENCE.triggers  # the APIs, and hand-written updates of averaged copies
-    trigger_groups = UPDATE_EVIDENCE.groups
+    triggers = FUNCTIONAL_UPDATE_EVIDENCE.triggers  # the APIs, hand-written and JAX updates
+    trigger_groups = FUNCTIONAL_UPDATE_EVIDENCE.groups
     requires = (DecaySettings,)
     options = (
         Option(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..analysis.objects.apis import Side, semantics_table
 from ..analysis.objects.averaging import Use
 from ..analysis.objects.horizon import format_number
-from ..analysis.objects.triggers import UPDATE_EVIDENCE
+from ..analysis.objects.triggers import FUNCTIONAL_UPDATE_EVIDENCE
 from ..analysis.training.decays import DecaySetting, DecaySettings, describe_value
 from ..diagnostics import FixAvailability
 from ..rule import Rule
@@ -62,8 +62,8 @@ class DecayInvalid(Rule):
     name = "ema-decay-invalid"
     summary = "EMA decay that cannot be meant (outside [0, 1], exactly 1, or below 0.5)"
     fix_availability = FixAvailability.NONE
-    triggers = UPDATE_EVIDENCE.triggers  # the APIs, and hand-written updates of averaged copies
-    trigger_groups = UPDATE_EVIDENCE.groups
+    triggers = FUNCTIONAL_UPDATE_EVIDENCE.triggers  # the APIs, hand-written and JAX updates
+    trigger_groups = FUNCTIONAL_UPDATE_EVIDENCE.groups
     requires = (DecaySettings,)
 
     @classmethod

@@ -7,7 +7,7 @@ import math
 from ..analysis.objects.apis import semantics_table
 from ..analysis.objects.averaging import Use
 from ..analysis.objects.horizon import format_count, half_life
-from ..analysis.objects.triggers import UPDATE_EVIDENCE
+from ..analysis.objects.triggers import FUNCTIONAL_UPDATE_EVIDENCE
 from ..analysis.syntax.test_code import JUDGE_TESTS, TestCode
 from ..analysis.training.decays import DecaySettings, describe_interval, describe_value
 from ..analysis.training.run_fit import DEFAULT_FRACTION, horizon_in_run
@@ -94,8 +94,8 @@ class HorizonExceedsTraining(Rule):
     name = "ema-horizon-exceeds-training"
     summary = "EMA horizon is a large part of the whole training run"
     fix_availability = FixAvailability.NONE
-    triggers = UPDATE_EVIDENCE.triggers  # the APIs, and hand-written updates of averaged copies
-    trigger_groups = UPDATE_EVIDENCE.groups
+    triggers = FUNCTIONAL_UPDATE_EVIDENCE.triggers  # the APIs, hand-written and JAX updates
+    trigger_groups = FUNCTIONAL_UPDATE_EVIDENCE.groups
     requires = (DecaySettings,)
     options = (
         Option(
