@@ -2986,7 +2986,10 @@ RULES = (
         triggers=(b"copy_to",),
         trigger_groups=(
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (
                     identifier("EMAHook"),
                     identifier("ExpMomentumEMA"),
@@ -3010,7 +3013,10 @@ RULES = (
                 ),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (
                     identifier("AveragedModel"),
                     identifier("get_ema_avg_fn"),
@@ -3019,12 +3025,18 @@ RULES = (
                 (b"torch",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (identifier("EMA"),),
                 (b"flax",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (
                     identifier("EMA"),
                     identifier("EMAOptimizer"),
@@ -3032,7 +3044,10 @@ RULES = (
                 (b"nemo",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (
                     identifier("EMA"),
                     identifier("PostHocEMA"),
@@ -3040,17 +3055,26 @@ RULES = (
                 (b"ema_pytorch",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (identifier("EMAHandler"),),
                 (b"ignite",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (
                     identifier("EMAHook"),
                     identifier("ExponentialMovingAverage"),
@@ -3060,12 +3084,18 @@ RULES = (
                 (b"mmengine",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (identifier("EMAModel"),),
                 (b"diffusers",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
@@ -3077,7 +3107,10 @@ RULES = (
                 ),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (identifier("ExpMomentumEMA"),),
                 (
                     b"mmdet",
@@ -3085,12 +3118,18 @@ RULES = (
                 ),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (identifier("ExponentialMovingAverage"),),
                 (b"torch_ema",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (
                     identifier("ExponentialMovingAverage"),
                     identifier("use_ema"),
@@ -3101,12 +3140,18 @@ RULES = (
                 ),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (identifier("LitEma"),),
                 (b"ldm",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (identifier("ModelEMA"),),
                 (
                     b"ultralytics",
@@ -3116,7 +3161,10 @@ RULES = (
                 ),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (
                     identifier("ModelEma"),
                     identifier("ModelEmaV2"),
@@ -3125,7 +3173,10 @@ RULES = (
                 (b"timm",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (identifier("MovingAverage"),),
                 (
                     b"tensorflow_addons",
@@ -3133,7 +3184,10 @@ RULES = (
                 ),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (
                     identifier("PowerFunctionEMA"),
                     identifier("TraditionalEMA"),
@@ -3141,22 +3195,34 @@ RULES = (
                 (b"training",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (identifier("ema_update"),),
                 (b"k_diffusion",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (identifier("polyak_update"),),
                 (b"stable_baselines3",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (identifier("update_ema"),),
                 (
                     b"guided_diffusion",
@@ -3164,17 +3230,26 @@ RULES = (
                 ),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (identifier("update_momentum"),),
                 (b"lightly",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (identifier("use_ema"),),
                 (b"keras",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (identifier("deepcopy"),),
                 (
                     Names(b"ema_lint.analysis.syntax.vocabulary:averaged_identifier"),
@@ -3193,7 +3268,10 @@ RULES = (
                 ),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (
                     b"parameters",
                     b"state_dict",
@@ -3217,7 +3295,10 @@ RULES = (
                 ),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (
                     b"parameters",
                     b"state_dict",
