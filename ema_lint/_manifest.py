@@ -5772,6 +5772,14 @@ RULES = (
                 ),
                 (b"modules",),
             ),
+            (
+                (
+                    b'"momentum"',
+                    b"'momentum'",
+                ),
+                (b"setattr",),
+                (b"modules",),
+            ),
         ),
     ),
     RuleInfo(
