@@ -3166,7 +3166,10 @@ RULES = (
         triggers=(b"copy_to",),
         trigger_groups=(
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (
                     identifier("EMAHook"),
                     identifier("ExpMomentumEMA"),
@@ -3190,7 +3193,10 @@ RULES = (
                 ),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (
                     identifier("AveragedModel"),
                     identifier("get_ema_avg_fn"),
@@ -3199,12 +3205,18 @@ RULES = (
                 (b"torch",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (identifier("EMA"),),
                 (b"flax",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (
                     identifier("EMA"),
                     identifier("EMAOptimizer"),
@@ -3212,7 +3224,10 @@ RULES = (
                 (b"nemo",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (
                     identifier("EMA"),
                     identifier("PostHocEMA"),
@@ -3220,17 +3235,26 @@ RULES = (
                 (b"ema_pytorch",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (identifier("EMAHandler"),),
                 (b"ignite",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (identifier("EMAHook"),),
                 (b"mmcv",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (
                     identifier("EMAHook"),
                     identifier("ExponentialMovingAverage"),
@@ -3240,12 +3264,18 @@ RULES = (
                 (b"mmengine",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (identifier("EMAModel"),),
                 (b"diffusers",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
@@ -3257,7 +3287,10 @@ RULES = (
                 ),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (identifier("ExpMomentumEMA"),),
                 (
                     b"mmdet",
@@ -3265,12 +3298,18 @@ RULES = (
                 ),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (identifier("ExponentialMovingAverage"),),
                 (b"torch_ema",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (
                     identifier("ExponentialMovingAverage"),
                     identifier("use_ema"),
@@ -3281,12 +3320,18 @@ RULES = (
                 ),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (identifier("LitEma"),),
                 (b"ldm",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (identifier("ModelEMA"),),
                 (
                     b"ultralytics",
@@ -3296,7 +3341,10 @@ RULES = (
                 ),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (
                     identifier("ModelEma"),
                     identifier("ModelEmaV2"),
@@ -3305,7 +3353,10 @@ RULES = (
                 (b"timm",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (identifier("MovingAverage"),),
                 (
                     b"tensorflow_addons",
@@ -3313,7 +3364,10 @@ RULES = (
                 ),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (
                     identifier("PowerFunctionEMA"),
                     identifier("TraditionalEMA"),
@@ -3321,22 +3375,34 @@ RULES = (
                 (b"training",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (identifier("ema_update"),),
                 (b"k_diffusion",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (identifier("incremental_update"),),
                 (b"optax",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (identifier("polyak_update"),),
                 (b"stable_baselines3",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (identifier("update_ema"),),
                 (
                     b"guided_diffusion",
@@ -3344,17 +3410,26 @@ RULES = (
                 ),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (identifier("update_momentum"),),
                 (b"lightly",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (identifier("use_ema"),),
                 (b"keras",),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (identifier("deepcopy"),),
                 (
                     Names(b"ema_lint.analysis.syntax.vocabulary:averaged_identifier"),
@@ -3373,7 +3448,10 @@ RULES = (
                 ),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (
                     b"parameters",
                     b"state_dict",
@@ -3397,7 +3475,10 @@ RULES = (
                 ),
             ),
             (
-                (b"load_state_dict",),
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
                 (
                     b"parameters",
                     b"state_dict",
@@ -5869,6 +5950,14 @@ RULES = (
                     b".momentum  =",
                     b".momentum\t=",
                 ),
+                (b"modules",),
+            ),
+            (
+                (
+                    b'"momentum"',
+                    b"'momentum'",
+                ),
+                (b"setattr",),
                 (b"modules",),
             ),
         ),

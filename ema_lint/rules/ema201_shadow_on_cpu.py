@@ -68,11 +68,16 @@ class ShadowOnCpu(Rule):
     0:`` guard, ema-pytorch's ``update_every``, mmengine's ``interval``), NeMo's
     ``cpu_offload=True``, ema-pytorch's ``allow_different_devices=True``, timm's
     ``device='cpu'`` (documented there as a memory trade-off), a device chosen by a flag
-    (``"cpu" if args.ema_cpu else None``), a move after the last update (saving the final
-    average), a copy moved to the device before its first update (``ema.to(device)``,
-    ``accelerator.prepare(model, ema)``), offloading around each step (``ema.to(device)``,
-    ``ema.step(...)``, ``ema.to("cpu")``), a copy made after the model was moved or given
-    ``device=``, an update once per epoch, and modules that never use an accelerator.
+    (``"cpu" if args.ema_cpu else None``, a variable set to the CPU on one branch only),
+    a CPU placement that is an option (under ``if args.offload_ema:`` or ``if offload:``,
+    a branch of a conditional expression, or the CPU branch of an ``if``/``else`` that
+    makes the copy either way; but not a condition that only tests the copy exists, ``if
+    ema is not None:``, nor one that makes the copy only on the CPU), a move after the last
+    update (saving the final average), a copy moved to the device before its first update
+    (``ema.to(device)``, ``accelerator.prepare(model, ema)``), offloading around each step
+    (``ema.to(device)``, ``ema.step(...)``, ``ema.to("cpu")``), a copy made after the
+    model was moved or given ``device=``, an update once per epoch, and modules that never
+    use an accelerator.
 
     ## Why it hurts training
     Every update reads all the weights from the accelerator into host memory with a

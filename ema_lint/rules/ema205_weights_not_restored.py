@@ -7,7 +7,12 @@ import libcst as cst
 from ..analysis.objects.averaging import AveragingObjects
 from ..analysis.objects.triggers import AVERAGING_EVIDENCE, Evidence, requiring
 from ..analysis.syntax.vocabulary import NAMED_AVERAGE
-from ..analysis.training.backups import ReferenceBackup, ReferenceBackups
+from ..analysis.training.backups import (
+    ReferenceBackup,
+    ReferenceBackups,
+    TensorBackup,
+    TensorBackups,
+)
 from ..analysis.training.swaps import Swap, WeightSwaps
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability, FixScope
 from ..rule import Rule
@@ -29,13 +34,24 @@ class WeightsNotRestored(Rule):
     - a backup that is no backup: ``saved = model.state_dict()`` (or ``dict(...)``,
       ``.copy()`` or ``{k: v for k, v in ....items()}`` of it) before
       ``model.load_state_dict(<averaged weights>)``, with a later
-      ``model.load_state_dict(saved)`` meant to put the live weights back.
+      ``model.load_state_dict(saved)`` meant to put the live weights back;
+    - the same with the tensors themselves: ``backup = [p.data for p in
+      model.parameters()]`` (or ``{n: p for n, p in model.named_parameters()}``, or
+      ``self.backup[n] = p.data`` / ``backup.append(p.detach())`` in a loop over them)
+      before the averaged weights are copied into those tensors (``p.copy_(e)``,
+      ``p.data.copy_(self.shadow[n])``, ``model.load_state_dict(...)``), then a copy back
+      from the backup (``p.data.copy_(self.backup[n])``).
 
     Silent when the restore is in another function of the module (a swap in
     ``on_validation_start`` undone in ``on_validation_end``), under the same condition as
     the swap (``if args.use_ema:`` twice, as the diffusers examples do), in a ``finally``,
     for ``with ema.average_parameters():``, and for a ``copy_to`` without ``store`` (the
-    one-way swap before saving the final model).
+    one-way swap before saving the final model). Silent for backups that are copies
+    (``p.data.clone()``, ``copy.deepcopy(model.state_dict())``), for the pointer swap
+    (``self.backup[n] = p.data`` then ``p.data = self.shadow[n]``: rebinding ``.data``
+    leaves the old tensor, still in the backup, untouched), and for a
+    ``load_state_dict(..., assign=True)``, which replaces the tensors instead of writing
+    into them.
 
     ## Why it hurts training
     After ``copy_to`` the live model holds the averaged weights. Without ``restore``,
@@ -217,6 +233,84 @@ class WeightsNotRestored(Rule):
             self.ema.restore(self.unet.parameters())
     ```
 
+    ### Live tensors kept by reference
+    ``p.data`` is the parameter's own storage: ``copy_`` of the average into it also
+    overwrites the backup, and the restore copies the average back.
+    ```python
+    import torch
+
+
+    class EMA:
+        def __init__(self, model, decay=0.999):
+            self.model = model
+            self.decay = decay
+            self.shadow = {n: p.detach().clone() for n, p in model.named_parameters()}
+            self.backup = {}
+
+        @torch.no_grad()
+        def update(self):
+            for n, p in self.model.named_parameters():
+                self.shadow[n].lerp_(p, 1 - self.decay)
+
+        def apply_shadow(self):
+            for n, p in self.model.named_parameters():
+                self.backup[n] = p.data
+                p.data.copy_(self.shadow[n])
+
+        def restore(self):
+            for n, p in self.model.named_parameters():
+                p.data.copy_(self.backup[n])
+
+
+    def train(model, loader, optimizer, evaluate, epochs):
+        ema = EMA(model)
+        for epoch in range(epochs):
+            for x in loader:
+                model(x).sum().backward()
+                optimizer.step()
+                ema.update()
+            ema.apply_shadow()
+            evaluate(model)
+            ema.restore()
+    ```
+    ```python
+    import torch
+
+
+    class EMA:
+        def __init__(self, model, decay=0.999):
+            self.model = model
+            self.decay = decay
+            self.shadow = {n: p.detach().clone() for n, p in model.named_parameters()}
+            self.backup = {}
+
+        @torch.no_grad()
+        def update(self):
+            for n, p in self.model.named_parameters():
+                self.shadow[n].lerp_(p, 1 - self.decay)
+
+        def apply_shadow(self):
+            for n, p in self.model.named_parameters():
+                self.backup[n] = p.data.clone()
+                p.data.copy_(self.shadow[n])
+
+        def restore(self):
+            for n, p in self.model.named_parameters():
+                p.data.copy_(self.backup[n])
+
+
+    def train(model, loader, optimizer, evaluate, epochs):
+        ema = EMA(model)
+        for epoch in range(epochs):
+            for x in loader:
+                model(x).sum().backward()
+                optimizer.step()
+                ema.update()
+            ema.apply_shadow()
+            evaluate(model)
+            ema.restore()
+    ```
+
     ## Fix
     Safe: the statements after ``copy_to`` in its block (the evaluation) go into
     ``try:`` with ``finally: ema.restore(<the parameters given to store>)``; when the swap
@@ -227,7 +321,9 @@ class WeightsNotRestored(Rule):
     the same statements. A restore that a ``return``/``continue``/``break`` skips is moved
     into the ``finally`` of a ``try`` around the statements between the swap and it. No
     fix when there is nothing after the swap to wrap. A backup by reference becomes a copy:
-    ``saved = copy.deepcopy(model.state_dict())`` (and ``import copy``).
+    ``saved = copy.deepcopy(model.state_dict())`` (and ``import copy``); a backup of the
+    tensors by reference keeps copies: ``p.data`` becomes ``p.data.clone()``, ``p``
+    ``p.detach().clone()``.
     """
 
     code = "EMA205"
@@ -239,15 +335,18 @@ class WeightsNotRestored(Rule):
     triggers = (b"copy_to",)
     # A backup by reference: a load of weights AND averaged weights (an object or a name).
     trigger_groups = requiring(
-        (b"load_state_dict",), AVERAGING_EVIDENCE | Evidence(triggers=(NAMED_AVERAGE,))
+        (b"load_state_dict", b"copy_"), AVERAGING_EVIDENCE | Evidence(triggers=(NAMED_AVERAGE,))
     )
-    requires = (AveragingObjects, WeightSwaps, ReferenceBackups)
+    requires = (AveragingObjects, WeightSwaps, ReferenceBackups, TensorBackups)
 
     def finish(self) -> None:
         if self.ctx.nodes(cst.Assign):
             for backup in self.ctx.get(ReferenceBackups).backups:
                 if backup.back_to_training:
                     self._report_backup(backup)
+            for tensors in self.ctx.get(TensorBackups).backups:
+                if tensors.back_to_training:
+                    self._report_tensor_backup(tensors)
         if not self.ctx.get(AveragingObjects).objects:
             return
         for swap in self.ctx.get(WeightSwaps).swaps:
@@ -290,6 +389,19 @@ class WeightsNotRestored(Rule):
                 Edit.replace(backup.backup.value, _deepcopy(backup.backup.value)),
                 Edit.add_import("copy"),
             ),
+        )
+
+    def _report_tensor_backup(self, backup: TensorBackup) -> None:
+        swap_in = self.ctx.code(backup.swap_in).strip()
+        restore = self.ctx.code(backup.restores[0]).strip()
+        alias = self.ctx.code(backup.alias)
+        clone = _clone(backup.alias)
+        self.report(
+            backup.statement,
+            f"`{backup.saved}` holds {backup.model}'s own tensors (`{alias}`), not copies: "
+            f"`{swap_in}` overwrites them in place, so `{restore}` puts the averaged weights "
+            f"back and training goes on from them; back up copies (`{self.ctx.code(clone)}`)",
+            Fix.safe("Back up copies of the tensors", Edit.replace(backup.alias, clone)),
         )
 
     # Fixes -------------------------------------------------------------------------------------
@@ -442,3 +554,11 @@ class WeightsNotRestored(Rule):
 def _deepcopy(value: cst.BaseExpression) -> cst.Call:
     """``copy.deepcopy(value)``, keeping the value's own parentheses inside the call."""
     return cst.Call(cst.Attribute(cst.Name("copy"), cst.Name("deepcopy")), [cst.Arg(value)])
+
+
+def _clone(alias: cst.BaseExpression) -> cst.Call:
+    """``p.data`` -> ``p.data.clone()``, ``p`` -> ``p.detach().clone()``: a copy of the
+    tensor that the in-place load cannot overwrite."""
+    if isinstance(alias, cst.Name):
+        alias = cst.Call(cst.Attribute(alias, cst.Name("detach")))
+    return cst.Call(cst.Attribute(alias, cst.Name("clone")))

@@ -40,8 +40,11 @@ class UpdateSkipsEntries(Rule):
     ``num_batches_tracked``; skipped entries written elsewhere (an ``else`` branch
     that copies them, a ``copy_`` before the ``continue``, another loop that ``copy_``s
     them, a ``load_state_dict`` of the copy in the same function); a filter the code makes
-    an option (``if self.skip_norms and "bn" in name: continue``); and a copy the module
-    never shows used whole (a helper nobody here calls: its caller may handle the rest).
+    an option (``if self.skip_norms and "bn" in name: continue``); a copy the module
+    never shows used whole (a helper nobody here calls: its caller may handle the rest);
+    and a copy made in ``eval()`` mode of which the module only uses a part (``ema[0]``
+    saved, ``ema.encoder`` evaluated): the ``eval()`` at its creation alone does not make
+    it used whole.
 
     ## Example
     ```python
@@ -128,9 +131,10 @@ class UpdateSkipsEntries(Rule):
         """How the module uses the copy as a whole model, for the message; None if it does
         not show it (a helper nobody here calls: the skipped entries may be handled by the
         caller)."""
-        if obj.module_copy and self._made_in_eval_mode(obj):
+        whole_uses = self.ctx.get(WholeUses)
+        if obj.module_copy and self._made_in_eval_mode(obj) and not whole_uses.parts_only(obj):
             return "made for evaluation (eval() at its creation)"
-        use = self.ctx.get(WholeUses).first(obj, returned=True)
+        use = whole_uses.first(obj, returned=True)
         if use is None:
             return None
         return {

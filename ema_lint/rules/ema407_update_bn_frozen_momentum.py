@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..analysis.objects.recalibration import LocalBnUpdates
+from ..analysis.objects.recalibration import LocalBnUpdates, setattr_value
 from ..analysis.syntax.values import ValueResolver, literal_number
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability
 from ..rule import Rule
@@ -33,6 +33,9 @@ def _literal_zero(node: cst.BaseExpression) -> bool:
     return False
 
 
+_MOMENTUM = frozenset({"momentum"})
+
+
 class UpdateBnFrozenMomentum(Rule):
     """
     ## What it finds
@@ -40,7 +43,8 @@ class UpdateBnFrozenMomentum(Rule):
     ``modules()``, touches their BatchNorm statistics and runs the model over a loader,
     whatever its name: ``bn_update``, ``recalibrate``, a copy of ``update_bn``) that sets
     the layers' ``momentum`` to ``0`` (``0.0``, ``float(0)``, ``float()``, or a constant
-    that is zero) before running the batches.
+    that is zero) before running the batches, by assignment (``m.momentum = 0``) or with
+    ``setattr(m, "momentum", 0)``.
 
     ## Why it hurts training
     A BatchNorm layer updates its running statistics as
@@ -88,7 +92,8 @@ class UpdateBnFrozenMomentum(Rule):
     one): it becomes ``None``, the cumulative average the recalibration meant. A zero
     reached through a name is reported without a fix (the name may be used elsewhere).
     Setting the momentum to 0 after the batches have run (to freeze the recalibrated
-    statistics) is not reported.
+    statistics) is not reported, nor a ``setattr`` whose attribute name is not the string
+    ``"momentum"`` written in place.
     """
 
     code = "EMA407"
@@ -99,6 +104,7 @@ class UpdateBnFrozenMomentum(Rule):
     # What the rule reports is an assignment to a layer's ``momentum`` attribute.
     trigger_groups = (
         ((b".momentum =", b".momentum=", b".momentum  =", b".momentum\t="), (b"modules",)),
+        ((b'"momentum"', b"'momentum'"), (b"setattr",), (b"modules",)),
     )
     requires = (LocalBnUpdates, ValueResolver)
 
@@ -121,16 +127,9 @@ class UpdateBnFrozenMomentum(Rule):
         if not runs:
             return
         first_run = runs[0]
-        for assign in index.descendants(function, cst.Assign):
-            assert isinstance(assign, cst.Assign)
-            if not any(
-                isinstance(t.target, cst.Attribute) and t.target.attr.value == "momentum"
-                for t in assign.targets
-            ):
-                continue
-            if not index.is_before(assign, first_run):
+        for setting, value in self._momentum_settings(function):
+            if not index.is_before(setting, first_run):
                 continue  # freezing the statistics once they are recalibrated
-            value = assign.value
             fix = None
             if _literal_zero(value):
                 fix = Fix.safe(
@@ -153,3 +152,23 @@ class UpdateBnFrozenMomentum(Rule):
                 "momentum = None",
                 fix,
             )
+
+    def _momentum_settings(
+        self, function: cst.FunctionDef
+    ) -> list[tuple[cst.CSTNode, cst.BaseExpression]]:
+        """Where ``function`` sets a ``momentum`` attribute, and the value:
+        ``m.momentum = v`` and ``setattr(m, "momentum", v)``, in document order."""
+        index = self.ctx.index
+        found: list[tuple[cst.CSTNode, cst.BaseExpression]] = []
+        for node in index.descendants(function, (cst.Assign, cst.Call)):
+            if isinstance(node, cst.Assign):
+                if any(
+                    isinstance(t.target, cst.Attribute) and t.target.attr.value == "momentum"
+                    for t in node.targets
+                ):
+                    found.append((node, node.value))
+                continue
+            value = setattr_value(node, _MOMENTUM)
+            if value is not None:
+                found.append((node, value))
+        return found

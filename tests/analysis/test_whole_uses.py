@@ -59,6 +59,20 @@ def test_a_return_counts_only_when_asked() -> None:
     assert _use("    return ema_model\n", returned=False) is None
 
 
+def _parts_only(tail: str) -> bool:
+    ctx = context(HEADER + tail)
+    obj = next(o for o in ctx.get(AveragingObjects).objects if o.name == "ema_model")
+    return ctx.get(WholeUses).parts_only(obj)
+
+
+def test_parts_only() -> None:
+    assert _parts_only('    torch.save(ema_model[0].state_dict(), "head.pt")\n')
+    assert _parts_only("    validate(ema_model.encoder, loader)\n")
+    assert not _parts_only("    validate(ema_model.encoder, loader)\n    return ema_model\n")
+    assert not _parts_only('    torch.save(ema_model.state_dict(), "ema.pt")\n')
+    assert not _parts_only("    pass\n")  # no use at all: nothing says only a part is used
+
+
 def _filters(body: str):
     ctx = context("import torch\n\ndef update(ema, model, flag, d):\n" + body)
     return ctx.get(FilteredUpdates).filters

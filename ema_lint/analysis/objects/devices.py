@@ -404,6 +404,12 @@ class Devices:
                 value = self.ctx.get(ValueResolver).resolve(expr)
                 if value is not None and value.value == wanted:
                     return f"{param}={wanted}"
+        if (
+            placement is not None
+            and placement.kind in ("argument", "call", "device")
+            and self._chosen_by_condition(obj, placement)
+        ):
+            return "a placement chosen by a condition"
         objects = self.ctx.get(AveragingObjects)
         for call in self.ctx.nodes(cst.Call):
             func = call.func
@@ -417,6 +423,62 @@ class Devices:
             ):
                 return "non_blocking copies"
         return None
+
+    def _chosen_by_condition(self, obj: AveragingObject, placement: CpuPlacement) -> bool:
+        """The CPU placement is an option: it runs under an ``if`` (``if args.offload_ema:``,
+        ``if offload:``) or a branch of a conditional expression, and the copy exists
+        whichever way the condition goes (it is made outside the ``if``, or the other
+        branch makes it too). A condition that tests the copy itself (``if ema is not
+        None:``) or one that makes the copy only on one branch (``if args.use_ema: ema =
+        deepcopy(model).cpu()``) chooses nothing about its device."""
+        scope = self.index.enclosing(placement.node, cst.FunctionDef)
+        for ancestor in self.index.ancestors(placement.node):
+            if ancestor is scope:
+                break
+            if not isinstance(ancestor, (cst.If, cst.IfExp)):
+                continue
+            if self.index.contains(ancestor.test, placement.node):
+                continue
+            if self._tests_object(ancestor.test, obj):
+                continue
+            if isinstance(ancestor, cst.IfExp):
+                return True
+            if not self.index.contains(ancestor, obj.creation):
+                return True
+            if self._other_branch_binds(ancestor, obj):
+                return True
+        return False
+
+    def _tests_object(self, test: cst.BaseExpression, obj: AveragingObject) -> bool:
+        """``test`` reads the copy itself (``ema is not None``, ``self.ema``)."""
+        nodes = [
+            test,
+            *self.index.descendants(test, cst.Attribute),
+            *self.index.descendants(test, cst.Name),
+        ]
+        return any(
+            dotted_name(n) in obj.names for n in nodes if isinstance(n, (cst.Name, cst.Attribute))
+        )
+
+    def _other_branch_binds(self, branch: cst.If, obj: AveragingObject) -> bool:
+        """The branch of ``branch`` that does not make ``obj`` binds one of its names to
+        something other than ``None``: the copy is made either way."""
+        for assign in self.index.descendants(branch, cst.Assign):
+            if not isinstance(assign, cst.Assign) or self.index.contains(assign, obj.creation):
+                continue
+            if self.index.contains(branch.test, assign):
+                continue
+            if self._same_branch(branch, assign, obj.creation):
+                continue
+            if isinstance(assign.value, cst.Name) and assign.value.value == "None":
+                continue
+            if any(dotted_name(t.target) in obj.names for t in assign.targets):
+                return True
+        return False
+
+    def _same_branch(self, branch: cst.If, a: cst.CSTNode, b: cst.CSTNode) -> bool:
+        body = branch.body
+        return self.index.contains(body, a) == self.index.contains(body, b)
 
     def moves_in_update(self, obj: AveragingObject) -> bool:
         """A hand-written update that itself moves tensors to the CPU (``p.detach().cpu()``):

@@ -4,7 +4,8 @@ Repositories often carry a copy of ``torch.optim.swa_utils.update_bn`` adapted t
 batches (dict batches, several inputs), or the original SWA code's ``bn_update(loader,
 model)``. Such a function is recognised by what it does, whatever its name: it walks one
 parameter's modules (``model.modules()``), touches their BatchNorm statistics
-(``running_mean`` / ``running_var`` / ``reset_running_stats()`` / ``momentum``), and runs
+(``running_mean`` / ``running_var`` / ``reset_running_stats()`` / ``momentum``, also
+through ``setattr(m, "momentum", ...)``), and runs
 that parameter over the batches of a loop. Each call of it is then bound like a call of
 ``update_bn``: the argument it passes for the walked parameter is the ``model``, the one
 for the looped-over parameter the ``loader``.
@@ -38,7 +39,7 @@ class LocalBnUpdates:
         if any(
             isinstance(a, cst.Attribute) and a.attr.value in _BN_STATE
             for a in ctx.nodes(cst.Attribute)
-        ):
+        ) or any(setattr_value(c, _BN_STATE) is not None for c in ctx.nodes(cst.Call)):
             for function in ctx.nodes(cst.FunctionDef):
                 assert isinstance(function, cst.FunctionDef)
                 found = self._recalibrates(function)
@@ -68,6 +69,9 @@ class LocalBnUpdates:
         touches_bn = any(
             isinstance(a, cst.Attribute) and a.attr.value in _BN_STATE
             for a in self.index.descendants(function, cst.Attribute)
+        ) or any(
+            setattr_value(c, _BN_STATE) is not None  # type: ignore[arg-type]
+            for c in self.index.descendants(function, cst.Call)
         )
         if not touches_bn:
             return None
@@ -141,3 +145,20 @@ def _bound(
         if param in wanted:
             bound.args[wanted[param]] = arg
     return bound if "model" in bound.args else None
+
+
+def setattr_value(call: cst.CSTNode, names: frozenset[str]) -> cst.BaseExpression | None:
+    """The value of ``setattr(obj, "<name>", value)`` for a name of ``names`` spelled as a
+    string in place (``setattr(m, "momentum", 0)``), or None."""
+    if not (
+        isinstance(call, cst.Call)
+        and isinstance(call.func, cst.Name)
+        and call.func.value == "setattr"
+        and len(call.args) == 3
+        and all(a.keyword is None and not a.star for a in call.args)
+    ):
+        return None
+    name = call.args[1].value
+    if not isinstance(name, cst.SimpleString) or name.evaluated_value not in names:
+        return None
+    return call.args[2].value

@@ -98,6 +98,47 @@ class WholeUses:
                     return WholeUse(ret, "returned")
         return None
 
+    def parts_only(self, obj: AveragingObject) -> bool:
+        """The module refers to ``obj`` outside its creation and its own updates, and every
+        such reference is to a part of it: an item (``ema[0]``) or a sub-module
+        (``ema.backbone``), never the copy itself (called, handed on, returned) nor one of
+        its methods (``ema.state_dict()``). Its ``eval()`` at creation then says nothing
+        about using it whole."""
+        index, objects = self.index, self.objects
+        statement = index.statement(obj.creation) or obj.creation
+        helpers = {
+            fn.name.value
+            for u in obj.inplace
+            if isinstance(fn := index.enclosing(u.node, cst.FunctionDef), cst.FunctionDef)
+        }
+        found = False
+        for node in (*self.ctx.nodes(cst.Name), *self.ctx.nodes(cst.Attribute)):
+            parent = self.ctx.parent(node)
+            if isinstance(parent, cst.Attribute) and parent.attr is node:
+                continue  # the name of an attribute, not a variable
+            if objects.for_expression(node) is not obj:  # type: ignore[arg-type]
+                continue
+            if isinstance(parent, cst.Attribute) and objects.for_expression(parent) is obj:
+                continue  # ``ema`` of ``ema.module``: the whole reference is judged
+            if index.contains(statement, node) or any(
+                index.contains(u.loop or u.node, node) for u in obj.inplace
+            ):
+                continue
+            if isinstance(parent, cst.Arg):
+                call = self.ctx.parent(parent)
+                name = (dotted_name(call.func) or "") if isinstance(call, cst.Call) else ""
+                if name.rsplit(".", 1)[-1] in helpers | _NOT_USES:
+                    continue  # handed to its own update helper, or to ``zip``
+            found = True
+            if isinstance(parent, cst.Subscript) and parent.value is node:
+                continue
+            if isinstance(parent, cst.Attribute) and parent.value is node:
+                call = self.ctx.parent(parent)
+                if not (isinstance(call, cst.Call) and call.func is parent):
+                    continue
+            return False
+        return found
+
     def _calls_mentioning(self) -> dict[int, list[cst.Call]]:
         """Calls whose callee, receiver or an argument refers to an object, by object."""
         found = self._mentioning
