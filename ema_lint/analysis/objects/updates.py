@@ -1021,28 +1021,9 @@ class InPlaceUpdates:
             return None
         sign = 1 if isinstance(operator, cst.AddAssign) else -1
         value = node.value
-        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
-            for diff, k in ((value.left, value.right), (value.right, value.left)):
-                if not (
-                    isinstance(diff, cst.BinaryOperation)
-                    and isinstance(diff.operator, cst.Subtract)
-                ):
-                    continue
-                if self._same(diff.left, target) and not self._same(diff.right, target):
-                    source, toward = diff.right, sign < 0
-                elif self._same(diff.right, target) and not self._same(diff.left, target):
-                    source, toward = diff.left, sign > 0
-                else:
-                    continue
-                return self._make(
-                    node,
-                    target,
-                    source,
-                    Coefficient(k, True),
-                    Coefficient(k),
-                    "augassign",
-                    away=not toward,
-                )
+        step = self._scaled_step(node, target, value, sign, "augassign")
+        if step is not None:
+            return step
         if sign < 0:
             return None
         terms = _terms(value)
@@ -1070,6 +1051,43 @@ class InPlaceUpdates:
                 Coefficient(weight),
                 "augassign",
                 rebind=before,
+            )
+        return None
+
+    def _scaled_step(
+        self,
+        node: cst.CSTNode,
+        target: cst.BaseExpression,
+        value: cst.BaseExpression,
+        sign: int,
+        form: str,
+    ) -> InPlaceUpdate | None:
+        """``k * (e - p)`` (or ``(p - e) * k``) added to the target with ``sign``: the
+        difference form of the update (``e -= k * (e - p)``, ``e = e + k * (p - e)``), k
+        the weight on the new value; the other sign moves away from ``p``."""
+        if not (
+            isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply)
+        ):
+            return None
+        for diff, k in ((value.left, value.right), (value.right, value.left)):
+            if not (
+                isinstance(diff, cst.BinaryOperation) and isinstance(diff.operator, cst.Subtract)
+            ):
+                continue
+            if self._same(diff.left, target) and not self._same(diff.right, target):
+                source, toward = diff.right, sign < 0
+            elif self._same(diff.right, target) and not self._same(diff.left, target):
+                source, toward = diff.left, sign > 0
+            else:
+                continue
+            return self._make(
+                node,
+                target,
+                source,
+                Coefficient(k, True),
+                Coefficient(k),
+                form,
+                away=not toward,
             )
         return None
 
@@ -1123,10 +1141,21 @@ class InPlaceUpdates:
         return None
 
     def _out_of_place(self, node: cst.Assign, target: cst.BaseExpression) -> InPlaceUpdate | None:
-        """``e = e.mul(d).add(p, alpha=1 - d)``, ``e = e.sub((1 - d) * (e - p))``, and
-        ``e = e + (1 - d) * p`` after ``e *= d``: an update computed out of place and bound
-        to the shadow's name."""
+        """``e = e.mul(d).add(p, alpha=1 - d)``, ``e = e.sub((1 - d) * (e - p))``,
+        ``e = e - (1 - d) * (e - p)``, and ``e = e + (1 - d) * p`` after ``e *= d``: an
+        update computed out of place and bound to the shadow's name."""
         value = node.value
+        if (
+            isinstance(value, cst.BinaryOperation)
+            and isinstance(value.operator, (cst.Add, cst.Subtract))
+            and isinstance(strip_tensor(value.left), cst.Name)
+            and self._same(value.left, target)
+        ):
+            # ``e = e - (1 - d) * (e - p)``: the difference form, bound to the name.
+            sign = 1 if isinstance(value.operator, cst.Add) else -1
+            step = self._scaled_step(node, target, value.right, sign, "assign")
+            if step is not None:
+                return step
         if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
             for bare, term in ((value.left, value.right), (value.right, value.left)):
                 if not isinstance(strip_tensor(bare), cst.Name) or not self._same(bare, target):
