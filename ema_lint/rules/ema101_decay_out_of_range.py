@@ -74,8 +74,9 @@ class DecayOutOfRange(Rule):
       are not weights (``optax.ema`` of gradients, loss averages) are never judged, nor is
       a decay that the code reassigns after construction (a schedule);
     - **in hand-written updates** of an averaged copy (``deepcopy(model)`` named or updated
-      as an average): ``e.mul_(d).add_(p, alpha=1 - d)``, ``e.lerp_(p, w)`` (a decay of
-      ``1 - w``), ``e.copy_(d * e + (1 - d) * p)``, ``.data =`` and ``torch._foreach_*``
+      as an average): ``e.mul_(d).add_(p, alpha=1 - d)``, ``e.lerp_(p, w)`` and
+      ``torch.lerp(e, p, w, out=e)`` (a decay of ``1 - w``), ``e.copy_(d * e + (1 - d) *
+      p)``, ``.data =`` and ``torch._foreach_*``
       forms, when the two coefficients resolve and sum to one; the ``% k`` guards around
       the update and around the calls of the function holding it are folded in. Adam-style
       moments, loss averages and ``tau``/``polyak`` target networks are not judged. A

@@ -72,15 +72,17 @@ class CoefficientsSwapped(Rule):
       ``e.copy_(0.001 * e + 0.999 * p)``), where the values resolve (through constants,
       arguments, defaults); or, where they do not, the shadow is weighted by
       ``1 - decay`` (``beta``) and the live weights by the decay; or ``lerp``'s weight is
-      a decay (``e.lerp_(p, decay)``), where it belongs to the new value;
+      a decay (``e.lerp_(p, decay)``, ``torch.lerp(e, p, decay, out=e)``), where it
+      belongs to the new value;
     - **not an average**: the two coefficients do not sum to one (``e.mul_(d).add_(p)``,
       whose ``alpha`` defaults to 1, or ``e.mul_(d).add_(p, alpha=d)``);
     - **a sign slip**: the update moves the shadow away from the live weights
       (``e.add_((e - p) * (1 - d))``, ``e.sub_((p - e) * k)``).
 
     The update is recognised in all its forms: ``mul_``/``add_`` (also as two statements,
-    legacy ``add_(1 - d, p)``, ``_foreach_mul_``/``_foreach_add_``), ``lerp_`` and
-    ``_foreach_lerp_``, ``copy_`` of a combination or a ``lerp``, ``.data =``
+    legacy ``add_(1 - d, p)``, ``_foreach_mul_``/``_foreach_add_``), ``lerp_``,
+    ``torch.lerp(..., out=e)`` and ``_foreach_lerp_``, ``copy_`` of a combination or a
+    ``lerp``, ``.data =``
     assignments, ``e -= (1 - d) * (e - p)``, ``tmp = e - p; tmp.mul_(k); e.sub_(tmp)``;
     in helpers given the two sequences, two tensors or two models (``update_ema(target_params,
     source_params, rate=0.99)``, ``_lerp_(ema_v, model_v, weight)`` with the weight its

@@ -1,8 +1,8 @@
 """Hand-written in-place averaging updates: which tensor is the average, with which weights.
 
 Real code writes the update a dozen ways: ``e.mul_(d).add_(p, alpha=1 - d)``,
-``e.lerp_(p, 1 - d)``, ``e.copy_(e * d + p * (1 - d))``, EDM's
-``e.copy_(p.detach().lerp(e, beta))``, ``e.data = d * e.data + (1 - d) * p.data``,
+``e.lerp_(p, 1 - d)`` (``torch.lerp(e, p, 1 - d, out=e)``), ``e.copy_(e * d + p * (1 -
+d))``, EDM's ``e.copy_(p.detach().lerp(e, beta))``, ``e.data = d * e.data + (1 - d) * p.data``,
 ``torch._foreach_lerp_(ema_params, params, 1 - d)``, the legacy ``add_(1 - d, p)``, or
 ``mul_`` and ``add_`` (``_foreach_mul_`` and ``_foreach_add_``) as two statements, the
 difference forms ``e.sub_((e - p) * k)`` / ``e.add_(p - e, alpha=k)``, and the rebinding
@@ -318,6 +318,8 @@ class InPlaceUpdates:
         attr = func.attr.value
         if attr in ("_foreach_lerp_", "_foreach_add_"):
             return self._foreach(call, attr)
+        if attr == "lerp":
+            return self._lerp_out(call)
         if attr in _TREE_MAPS:
             return self._tree_map(call)
         if attr not in _INPLACE:
@@ -376,6 +378,29 @@ class InPlaceUpdates:
             return found
         if methods == ["sub_"] and call.args:
             return self._difference(call, root, -1, "sub")
+        return None
+
+    def _lerp_out(self, call: cst.Call) -> InPlaceUpdate | None:
+        """``torch.lerp(e, p, w, out=e)``: written into one of its own operands, the
+        out-of-place ``lerp`` is the in-place update (``e.lerp_(p, w)``); with ``out=`` the
+        end (``torch.lerp(p, e, d, out=e)``) the weight is the shadow's."""
+        if dotted_name(call.func) != "torch.lerp":
+            return None
+        out = next((a.value for a in call.args if a.keyword and a.keyword.value == "out"), None)
+        if out is None or any(a.star for a in call.args):
+            return None
+        start, end = _arg(call, 0, "input"), _arg(call, 1, "end")
+        weight = _arg(call, 2, "weight")
+        if start is None or end is None or weight is None:
+            return None
+        if self._same(start, out) and not self._same(end, out):
+            return self._make(
+                call, out, end, Coefficient(weight, True), Coefficient(weight), "lerp"
+            )
+        if self._same(end, out) and not self._same(start, out):
+            return self._make(
+                call, out, start, Coefficient(weight), Coefficient(weight, True), "lerp"
+            )
         return None
 
     def _added(self, call: cst.Call) -> tuple[cst.BaseExpression | None, Coefficient | None]:
