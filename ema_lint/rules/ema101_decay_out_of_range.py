@@ -82,7 +82,12 @@ class DecayOutOfRange(Rule):
       moments, loss averages and ``tau``/``polyak`` target networks are not judged. A
       helper whose shadow is a parameter (``def update_ema(target_params, source_params,
       rate)``) is judged at each call with the rate that call passes, whatever the tensors
-      passed are called;
+      passed are called; such a helper over two sequences counts when its parameters are
+      named so (``target``/``source``, ``average``/``current``), when its own name says it
+      averages (``def ema(xs, ys, k)``, ``average``, ``momentum_update``) and a call hands
+      it weights, or when every call of the module passes an averaged copy's weights from
+      inside a loop (``blend(ema_model.parameters(), model.parameters(), 0.9)`` per step;
+      a one-off mix outside the loop is a merge);
     - **in JAX**: ``jax.tree.map(lambda e, p: d * e + (1 - d) * p, ema_params, params)``,
       and a leaf-wise helper a tree map applies to an averaged tree (``lambda e, p:
       ema(e, p, decay)``, the lambda bound to a name first, the helper in another module or

@@ -59,7 +59,10 @@ class UpdateNotInPlace(Rule):
     API's model) and are named as an average: the shadow, its container, or the function or
     class holding the update says ``ema``, ``shadow``, ``teacher`` or ``polyak`` (also
     ``avg``, ``average`` or ``swa`` for a ``deepcopy`` of the model), or is a
-    ``*momentum_update*``, ``soft_update``, ``target_net``... Model merging and
+    ``*momentum_update*``, ``soft_update``, ``target_net``...; a helper over two sequences
+    also when its parameters say which is the average (``target``/``source``,
+    ``average``/``current``) or every call hands it an averaged copy's weights from inside a
+    loop. Model merging and
     interpolation, optimizer moments, VQ codebooks and loss smoothing are not judged.
 
     ## Why it hurts training

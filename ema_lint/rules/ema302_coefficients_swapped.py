@@ -86,7 +86,11 @@ class CoefficientsSwapped(Rule):
     assignments, ``e -= (1 - d) * (e - p)``, ``tmp = e - p; tmp.mul_(k); e.sub_(tmp)``;
     in helpers given the two sequences, two tensors or two models (``update_ema(target_params,
     source_params, rate=0.99)``, ``_lerp_(ema_v, model_v, weight)`` with the weight its
-    callers pass, ``accumulate(model1, model2, decay)``, flax's ``ema[...] = ...``),
+    callers pass, ``accumulate(model1, model2, decay)``, flax's ``ema[...] = ...``; a
+    helper over two sequences whose parameters say which is the average, ``def
+    sync(target, source, k)`` or ``def step(average, current, k)``, whose own name says it
+    averages, ``def ema(xs, ys, k)``, or that every call passes an averaged copy's weights
+    from inside a loop, ``blend(ema_model.parameters(), model.parameters(), 0.999)``),
     helpers that return the average (``return ema_value * d + value * (1 - d)``), the
     running mean's two halves (``e.add_(-k * e)`` then ``e.add_(k * p)``), lists of the
     two models' tensors filled in a loop, and JAX's tree maps
