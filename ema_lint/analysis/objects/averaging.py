@@ -536,33 +536,40 @@ class AveragingObjects:
         function = self.index.enclosing(update.node, cst.FunctionDef)
         assert function is not None  # _passed_sequences holds
         name = function.name.value
-        if not (
-            is_averaged_name(name)
-            or names_an_average(name)
-            or names_averaging_pair(self._code(shadow), self._code(source))
-        ):
-            return False
-        return self._given_weights(function, (shadow, source))
+        if names_an_average(name) or names_averaging_pair(self._code(shadow), self._code(source)):
+            return self._given_weights(function, (shadow, source))
+        # ``average``/``avg`` alone also names model soups and checkpoint averaging, mixed
+        # once: the helper must run per step.
+        return is_averaged_name(name) and self._given_weights(
+            function, (shadow, source), per_step=True
+        )
 
     def _given_weights(
-        self, function: cst.FunctionDef, sides: tuple[cst.BaseExpression, ...]
+        self,
+        function: cst.FunctionDef,
+        sides: tuple[cst.BaseExpression, ...],
+        per_step: bool = False,
     ) -> bool:
-        """A call of the module hands ``function`` a model's weights (``m.parameters()``,
-        ``list(ema.state_dict().values())``) or an averaging object for one of ``sides``
-        (its parameters): what it averages are weights, not losses or metrics."""
+        """A call of the module (inside a loop, if ``per_step``) hands ``function`` a
+        model's weights (``m.parameters()``, ``list(ema.state_dict().values())``) or an
+        averaging object for one of ``sides`` (its parameters): what it averages are
+        weights, not losses or metrics."""
         updates = self.ctx.get(InPlaceUpdates)
         for side in sides:
             bindings = self.resolver.bindings_of(side) if isinstance(side, cst.Name) else None
             if not bindings or len(bindings) != 1 or bindings[0].param is None:
                 continue
-            for _, argument in self.resolver.arguments_for(function, bindings[0].param):
-                if argument is None:
+            for call, argument in self.resolver.arguments_for(function, bindings[0].param):
+                if argument is None or (per_step and not self._in_loop(call)):
                     continue
                 if updates.container(argument)[1] in WEIGHT_METHODS or (
                     self._refer(argument, 1) is not None
                 ):
                     return True
         return False
+
+    def _in_loop(self, node: cst.CSTNode) -> bool:
+        return any(isinstance(a, (cst.For, cst.While)) for a in self.index.ancestors(node))
 
     def parameters_frozen(self, obj: AveragingObject) -> bool | None:
         """Whether a hand-made copy's parameters were set not to require grad
@@ -1496,9 +1503,7 @@ class AveragingObjects:
             return None
         found: AveragingObject | None = None
         for call, argument in self.resolver.arguments_for(function, param):
-            if argument is None or not any(
-                isinstance(a, (cst.For, cst.While)) for a in self.index.ancestors(call)
-            ):
+            if argument is None or not self._in_loop(call):
                 return None
             obj = self._passed_object(argument, 1)
             if obj is None or (found is not None and obj is not found):
