@@ -1493,8 +1493,10 @@ class AveragingObjects:
         one-off call is a merge or a sync); None otherwise."""
         if update.loop is None or update.shadow_container is not shadow:
             return None
-        if not isinstance(shadow, cst.Name):
+        if not isinstance(shadow, cst.Name) or update.source_container is None:
             return None
+        if any(w in NOT_WEIGHT_TOKENS for w in tokens(self._code(update.source_container))):
+            return None  # ``def step(xs, grads, lr)``: an optimizer's step, not an average
         bindings = self.resolver.bindings_of(shadow) or []
         if len(bindings) != 1 or bindings[0].kind != "param":
             return None
