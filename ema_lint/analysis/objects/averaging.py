@@ -24,6 +24,7 @@ Public API (for the loop, SWA and hand-written-update rules)::
     objects = ctx.get(AveragingObjects)
     objects.objects                      # every AveragingObject, in document order
     objects.for_expression(node)         # the object an expression refers to, or None
+    objects.passed_weights(node)         # ... or whose weights it is (``ema.parameters()``)
     objects.for_call(call)               # the object a creating/weight call belongs to
     objects.of_update(update)            # the object a hand-written update averages into
     objects.averages_weights(update)     # whether a hand-written update averages weights
