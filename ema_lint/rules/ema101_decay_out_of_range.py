@@ -74,14 +74,20 @@ class DecayOutOfRange(Rule):
       are not weights (``optax.ema`` of gradients, loss averages) are never judged, nor is
       a decay that the code reassigns after construction (a schedule);
     - **in hand-written updates** of an averaged copy (``deepcopy(model)`` named or updated
-      as an average): ``e.mul_(d).add_(p, alpha=1 - d)``, ``e.lerp_(p, w)`` (a decay of
-      ``1 - w``), ``e.copy_(d * e + (1 - d) * p)``, ``.data =`` and ``torch._foreach_*``
+      as an average): ``e.mul_(d).add_(p, alpha=1 - d)``, ``e.lerp_(p, w)`` and
+      ``torch.lerp(e, p, w, out=e)`` (a decay of ``1 - w``), ``e.copy_(d * e + (1 - d) *
+      p)``, ``.data =`` and ``torch._foreach_*``
       forms, when the two coefficients resolve and sum to one; the ``% k`` guards around
       the update and around the calls of the function holding it are folded in. Adam-style
       moments, loss averages and ``tau``/``polyak`` target networks are not judged. A
       helper whose shadow is a parameter (``def update_ema(target_params, source_params,
       rate)``) is judged at each call with the rate that call passes, whatever the tensors
-      passed are called;
+      passed are called; such a helper over two sequences counts when its parameters are
+      named so (``target``/``source``, ``average``/``current``), when its own name says it
+      averages (``def ema(xs, ys, k)``, ``average``, ``momentum_update``) and a call hands
+      it weights, or when every call of the module passes an averaged copy's weights from
+      inside a loop (``blend(ema_model.parameters(), model.parameters(), 0.9)`` per step;
+      a one-off mix outside the loop is a merge);
     - **in JAX**: ``jax.tree.map(lambda e, p: d * e + (1 - d) * p, ema_params, params)``,
       and a leaf-wise helper a tree map applies to an averaged tree (``lambda e, p:
       ema(e, p, decay)``, the lambda bound to a name first, the helper in another module or

@@ -26,9 +26,10 @@ class UpdateNotInPlace(Rule):
     - ``sd[k] = ...`` where ``sd = ema.state_dict()`` (or ``dict(ema.named_parameters())``)
       and the dict is never loaded back (``load_state_dict``), saved or passed on;
     - the out-of-place spellings of the in-place forms bound to the loop variable
-      (``e = e.mul(d).add(p, alpha=1 - d)``, ``e = e.sub((1 - d) * (e - p))``), also in a
-      helper given the two sequences (``def update_ema(target_params, source_params,
-      rate)``);
+      (``e = e.mul(d).add(p, alpha=1 - d)``, ``e = e.sub((1 - d) * (e - p))``), and the
+      difference form written as arithmetic (``e = e - (1 - d) * (e - p)``, ``e = e + (1 -
+      d) * (p - e)``), also in a helper given the two sequences (``def
+      update_ema(target_params, source_params, rate)``);
     - an out-of-place head in a chain of in-place calls: ``e.mul(d).add_(p, alpha=1 -
       d)`` as a statement (``add_`` updates the product, a temporary the statement drops);
     - a two-statement update with one half rebinding the loop variable: ``e = e * d`` then
@@ -58,7 +59,10 @@ class UpdateNotInPlace(Rule):
     API's model) and are named as an average: the shadow, its container, or the function or
     class holding the update says ``ema``, ``shadow``, ``teacher`` or ``polyak`` (also
     ``avg``, ``average`` or ``swa`` for a ``deepcopy`` of the model), or is a
-    ``*momentum_update*``, ``soft_update``, ``target_net``... Model merging and
+    ``*momentum_update*``, ``soft_update``, ``target_net``...; a helper over two sequences
+    also when its parameters say which is the average (``target``/``source``,
+    ``average``/``current``) or every call hands it an averaged copy's weights from inside a
+    loop. Model merging and
     interpolation, optimizer moments, VQ codebooks and loss smoothing are not judged.
 
     ## Why it hurts training

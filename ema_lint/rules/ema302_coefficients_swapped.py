@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from ..analysis.objects.averaging import AveragingObjects, tokens
+from ..analysis.objects.api_calls import BoundCalls
+from ..analysis.objects.apis import BoundCall, Role, Side
+from ..analysis.objects.averaging import NOT_WEIGHT_TOKENS, AveragingObjects, tokens
 from ..analysis.objects.horizon import describe_decay, format_number, horizon
 from ..analysis.objects.triggers import FUNCTIONAL_UPDATE_EVIDENCE
 from ..analysis.objects.updates import Coefficient, InPlaceUpdate, InPlaceUpdates, strip_tensor
@@ -72,19 +74,31 @@ class CoefficientsSwapped(Rule):
       ``e.copy_(0.001 * e + 0.999 * p)``), where the values resolve (through constants,
       arguments, defaults); or, where they do not, the shadow is weighted by
       ``1 - decay`` (``beta``) and the live weights by the decay; or ``lerp``'s weight is
-      a decay (``e.lerp_(p, decay)``), where it belongs to the new value;
+      a decay (``e.lerp_(p, decay)``, ``torch.lerp(e, p, decay, out=e)``), where it
+      belongs to the new value;
     - **not an average**: the two coefficients do not sum to one (``e.mul_(d).add_(p)``,
       whose ``alpha`` defaults to 1, or ``e.mul_(d).add_(p, alpha=d)``);
     - **a sign slip**: the update moves the shadow away from the live weights
-      (``e.add_((e - p) * (1 - d))``, ``e.sub_((p - e) * k)``).
+      (``e.add_((e - p) * (1 - d))``, ``e.sub_((p - e) * k)``);
+    - **the trees swapped** in a functional update: ``ema_params =
+      optax.incremental_update(ema_params, params, 1 - decay)`` passes the average as
+      ``new_tensors``, and the function returns ``step_size * new_tensors + (1 - step_size) *
+      old_tensors``, so the average keeps only ``1 - decay`` of itself (reported when the
+      result is bound to the tree passed first and its share is below one half, or written
+      ``1 - x``; with the decay as ``step_size`` too the two slips cancel).
 
     The update is recognised in all its forms: ``mul_``/``add_`` (also as two statements,
-    legacy ``add_(1 - d, p)``, ``_foreach_mul_``/``_foreach_add_``), ``lerp_`` and
-    ``_foreach_lerp_``, ``copy_`` of a combination or a ``lerp``, ``.data =``
+    legacy ``add_(1 - d, p)``, ``_foreach_mul_``/``_foreach_add_``), ``lerp_``,
+    ``torch.lerp(..., out=e)`` and ``_foreach_lerp_``, ``copy_`` of a combination or a
+    ``lerp``, ``.data =``
     assignments, ``e -= (1 - d) * (e - p)``, ``tmp = e - p; tmp.mul_(k); e.sub_(tmp)``;
     in helpers given the two sequences, two tensors or two models (``update_ema(target_params,
     source_params, rate=0.99)``, ``_lerp_(ema_v, model_v, weight)`` with the weight its
-    callers pass, ``accumulate(model1, model2, decay)``, flax's ``ema[...] = ...``),
+    callers pass, ``accumulate(model1, model2, decay)``, flax's ``ema[...] = ...``; a
+    helper over two sequences whose parameters say which is the average, ``def
+    sync(target, source, k)`` or ``def step(average, current, k)``, whose own name says it
+    averages, ``def ema(xs, ys, k)``, or that every call passes an averaged copy's weights
+    from inside a loop, ``blend(ema_model.parameters(), model.parameters(), 0.999)``),
     helpers that return the average (``return ema_value * d + value * (1 - d)``), the
     running mean's two halves (``e.add_(-k * e)`` then ``e.add_(k * p)``), lists of the
     two models' tensors filled in a loop, and JAX's tree maps
@@ -156,7 +170,8 @@ class CoefficientsSwapped(Rule):
     (``e.mul_(1 - decay).add_(p, alpha=decay)`` becomes ``e.mul_(decay).add_(p, alpha=1 -
     decay)``); where one weight stands for both (``lerp``, ``e.sub_((e - p) * k)``) it
     becomes its complement (``e.lerp_(p, decay)`` becomes ``e.lerp_(p, 1 - decay)``). A sign
-    slip is fixed by exchanging the operands of the difference. Coefficients that do not sum
+    slip is fixed by exchanging the operands of the difference, swapped trees by exchanging
+    the two arguments. Coefficients that do not sum
     to one have no automatic fix: which one is meant cannot be told.
     """
 
@@ -170,14 +185,17 @@ class CoefficientsSwapped(Rule):
     fix_scope = FixScope.VALUE
     triggers = FUNCTIONAL_UPDATE_EVIDENCE.triggers
     trigger_groups = FUNCTIONAL_UPDATE_EVIDENCE.groups
-    requires = (InPlaceUpdates, AveragingObjects, ValueResolver)
+    requires = (InPlaceUpdates, AveragingObjects, ValueResolver, BoundCalls)
 
     def finish(self) -> None:
+        self._resolver = self.ctx.get(ValueResolver)
+        for bound in self.ctx.get(BoundCalls).calls:
+            if bound.spec.role is Role.EMA_FUNCTION and not bound.virtual:
+                self._swapped_trees(bound)
         updates = self.ctx.get(InPlaceUpdates).updates
         if not updates:
             return
         objects = self.ctx.get(AveragingObjects)
-        self._resolver = self.ctx.get(ValueResolver)
         for update in updates:
             if update.old_weight is None or update.new_weight is None:
                 continue
@@ -186,6 +204,59 @@ class CoefficientsSwapped(Rule):
             verdict = self._judge(update, objects.shadow_name(update))
             if verdict is not None:
                 self.report(update.node, verdict.message, verdict.fix)
+
+    # Functional updates ------------------------------------------------------------------------
+    def _swapped_trees(self, bound: BoundCall) -> None:
+        """``ema_params = optax.incremental_update(ema_params, params, 1 - decay)``: the
+        result is bound to the tree passed as the *new* tensors, so the average is weighted
+        by the weight meant for the live weights. Reported when that share is below one
+        half (or, unresolved, written as ``1 - x``); swapped twice over (the decay given as
+        ``step_size`` too) the average is right."""
+        spec = bound.spec
+        if spec.source is None or spec.shadow is None or spec.weight is None:
+            return
+        statement = self.ctx.index.parent(bound.call)
+        if not (
+            isinstance(statement, cst.Assign)
+            and statement.value is bound.call
+            and len(statement.targets) == 1
+        ):
+            return
+        source_arg, shadow_arg = bound.arg(spec.source), bound.arg(spec.shadow)
+        weight = bound.value(spec.weight.param)
+        if not isinstance(source_arg, cst.Arg) or not isinstance(shadow_arg, cst.Arg):
+            return
+        if weight is None:
+            return
+        target = self.ctx.code(statement.targets[0].target).strip()
+        new, old = self.ctx.code(source_arg.value).strip(), self.ctx.code(shadow_arg.value).strip()
+        if new != target or old == target:
+            return
+        if any(w in NOT_WEIGHT_TOKENS for name in (new, old) for w in tokens(name)):
+            return
+        value = self._resolver.number(weight)
+        kept: float | None = None
+        if value is not None:
+            kept = value if spec.weight.side is Side.NEW else 1.0 - value
+            if not 0.0 < kept < 0.5:
+                return
+        elif spec.weight.side is not Side.NEW or _complement_of(weight) is None:
+            return
+        share = format_number(kept) if kept is not None else self.ctx.code(weight).strip()
+        api = spec.short_name
+        self.report(
+            bound.call,
+            f"{api}() returns {spec.weight.param} * {spec.source} + (1 - {spec.weight.param}) "
+            f"* {spec.shadow}, and the average {target} is passed as {spec.source}: it keeps "
+            f"{share} of itself and takes the rest from {old} per update, so {target} is the "
+            f"live weights with a short lag, not an average; pass the average as "
+            f"{spec.shadow} ({api}({old}, {target}, ...))",
+            Fix.safe(
+                "Exchange the two trees",
+                Edit.replace(source_arg.value, shadow_arg.value),
+                Edit.replace(shadow_arg.value, source_arg.value),
+            ),
+        )
 
     # Judging -----------------------------------------------------------------------------------
     def _number(self, coefficient: Coefficient) -> float | None:

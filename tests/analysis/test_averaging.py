@@ -412,3 +412,45 @@ class Trainer:
     [update] = calls_named(ctx, "update")
     assert len(found.objects) == 2
     assert all(o.updates == [update] for o in found.objects)
+
+
+def test_a_helper_over_two_sequences_by_its_names_or_its_callers() -> None:
+    ctx, found = objects(
+        """
+import copy
+
+def blend(xs, ys, k):
+    for x, y in zip(xs, ys):
+        x.mul_(k).add_(y, alpha=1 - k)
+
+def sync(target, source, k):
+    for t, s in zip(target, source):
+        t.mul_(k).add_(s, alpha=1 - k)
+
+def merge(xs, ys, w):
+    for x, y in zip(xs, ys):
+        x.mul_(w).add_(y, alpha=1 - w)
+
+def average(meters, values, k):
+    for m, v in zip(meters, values):
+        m.mul_(k).add_(v, alpha=1 - k)
+
+def train(model, other, loader, meters):
+    ema_model = copy.deepcopy(model)
+    for x in loader:
+        blend(ema_model.parameters(), model.parameters(), 0.9)
+        sync(list(other.parameters()), list(model.parameters()), 0.999)
+        average(meters, [x.sum()], 0.9)
+    merge(ema_model.parameters(), other.parameters(), 0.5)
+"""
+    )
+    obj = by_name(found, "ema_model")
+    assert [found.shadow_name(u) for u in obj.inplace] == ["ema_model"]
+    assert found.passed_weights(calls_named(ctx, "blend")[0].args[0].value) is obj
+    # Named by its parameters: the shadow is the helper's own parameter.
+    assert [o.names for o in found.objects if o is not obj] == [["target"]]
+    # Called once outside the loop (merge), or given losses (a meter): no average.
+    judged = {
+        found.shadow_name(u): found.averages_weights(u) for o in found.objects for u in o.inplace
+    }
+    assert judged == {"ema_model": True, "target": True}

@@ -32,6 +32,10 @@ def weight(coefficient) -> str:
         ("e.copy_(p.detach().lerp(e, beta))", "copy", "beta", "1 - (beta)"),
         ("e.sub_((e - p) * (1 - d))", "sub", "1 - ((1 - d))", "(1 - d)"),
         ("e.data = d * e.data + (1 - d) * p.data", "assign", "d", "(1 - d)"),
+        ("torch.lerp(e, p, 1 - d, out=e)", "lerp", "1 - (1 - d)", "1 - d"),
+        ("torch.lerp(p.detach(), e, weight=d, out=e)", "lerp", "d", "1 - (d)"),
+        ("e = e - (1 - d) * (e - p)", "assign", "1 - ((1 - d))", "(1 - d)"),
+        ("e = e + (p - e) * k", "assign", "1 - (k)", "k"),
     ],
 )
 def test_update_forms(statement: str, form: str, old: str, new: str) -> None:
@@ -59,6 +63,16 @@ def test_two_statement_update_and_foreach() -> None:
 
 def test_not_averaging() -> None:
     ctx = context("x.add_(y)\np.mul_(0.5)\nloss = a + b\nw.data.copy_(v)\n")
+    assert ctx.get(InPlaceUpdates).updates == []
+
+
+def test_not_averaging_lerp_into_another_tensor_or_a_plain_step() -> None:
+    ctx = context(
+        "torch.lerp(a, b, w, out=c)\n"
+        "torch.lerp(a, b, w)\n"
+        "p = p - lr * (g - m)\n"
+        "p = p - (1 - d) * (q - r)\n"
+    )
     assert ctx.get(InPlaceUpdates).updates == []
 
 

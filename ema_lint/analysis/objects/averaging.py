@@ -24,6 +24,7 @@ Public API (for the loop, SWA and hand-written-update rules)::
     objects = ctx.get(AveragingObjects)
     objects.objects                      # every AveragingObject, in document order
     objects.for_expression(node)         # the object an expression refers to, or None
+    objects.passed_weights(node)         # ... or whose weights it is (``ema.parameters()``)
     objects.for_call(call)               # the object a creating/weight call belongs to
     objects.of_update(update)            # the object a hand-written update averages into
     objects.averages_weights(update)     # whether a hand-written update averages weights
@@ -67,6 +68,7 @@ from ema_lint.analysis.syntax.vocabulary import (
     has_pair,
     is_averaged_name,
     names_an_average,
+    names_averaging_pair,
     tokens,
 )
 
@@ -271,6 +273,21 @@ class AveragingObjects:
         """The object ``node`` refers to (through names, ``self.`` attributes, arguments,
         return values and the wrapper's inner model), or None."""
         return self._refer(node, 0)
+
+    def passed_weights(self, node: cst.BaseExpression) -> AveragingObject | None:
+        """The object ``node`` refers to, or whose weights it is (``ema.parameters()``,
+        ``list(ema.parameters())``, a name bound once to them): what a caller hands a helper
+        over two sequences of tensors."""
+        return self._passed_object(node, 0)
+
+    def _passed_object(self, node: cst.BaseExpression, depth: int) -> AveragingObject | None:
+        obj = self._refer(node, depth)
+        if obj is not None or not self._may_update():
+            return obj
+        container, method = self.ctx.get(InPlaceUpdates).container(node)
+        if method not in WEIGHT_METHODS or container is node:
+            return None
+        return self._refer(container, depth)
 
     def for_call(self, node: cst.CSTNode) -> AveragingObject | None:
         """The object a creating call (or mapping), or the call carrying its weight, makes."""
@@ -504,7 +521,56 @@ class AveragingObjects:
                 names_an_average(name, COPY_AVERAGE_WORDS) or is_averaged_name(name)
                 for name in names
             )
-        return any(names_an_average(name) for name in names)
+        return any(names_an_average(name) for name in names) or self._averaging_helper(update)
+
+    def _averaging_helper(self, update: InPlaceUpdate) -> bool:
+        """A helper given the two sequences (``_passed_sequences``) whose own name says it
+        averages (``def ema(xs, ys, k)``, ``def average(...)``, ``def momentum_update(...)``)
+        or whose parameters are named as an average and what it follows (``def sync(target,
+        source, k)``, ``def step(average, current, k)``), when a call of the module hands it
+        weights (a loss meter is given losses)."""
+        shadow, source = update.shadow_container, update.source_container
+        if shadow is None or source is None or not self._passed_sequences(update):
+            return False
+        if is_averaged_name(self._code(source)) and not is_averaged_name(self._code(shadow)):
+            return False  # ``update_model_with_ema(model, ema, beta)``: the average copied back
+        function = self.index.enclosing(update.node, cst.FunctionDef)
+        assert function is not None  # _passed_sequences holds
+        name = function.name.value
+        if names_an_average(name) or names_averaging_pair(self._code(shadow), self._code(source)):
+            return self._given_weights(function, (shadow, source))
+        # ``average``/``avg`` alone also names model soups and checkpoint averaging, mixed
+        # once: the helper must run per step.
+        return is_averaged_name(name) and self._given_weights(
+            function, (shadow, source), per_step=True
+        )
+
+    def _given_weights(
+        self,
+        function: cst.FunctionDef,
+        sides: tuple[cst.BaseExpression, ...],
+        per_step: bool = False,
+    ) -> bool:
+        """A call of the module (inside a loop, if ``per_step``) hands ``function`` a
+        model's weights (``m.parameters()``, ``list(ema.state_dict().values())``) or an
+        averaging object for one of ``sides`` (its parameters): what it averages are
+        weights, not losses or metrics."""
+        updates = self.ctx.get(InPlaceUpdates)
+        for side in sides:
+            bindings = self.resolver.bindings_of(side) if isinstance(side, cst.Name) else None
+            if not bindings or len(bindings) != 1 or bindings[0].param is None:
+                continue
+            for call, argument in self.resolver.arguments_for(function, bindings[0].param):
+                if argument is None or (per_step and not self._in_loop(call)):
+                    continue
+                if updates.container(argument)[1] in WEIGHT_METHODS or (
+                    self._refer(argument, 1) is not None
+                ):
+                    return True
+        return False
+
+    def _in_loop(self, node: cst.CSTNode) -> bool:
+        return any(isinstance(a, (cst.For, cst.While)) for a in self.index.ancestors(node))
 
     def parameters_frozen(self, obj: AveragingObject) -> bool | None:
         """Whether a hand-made copy's parameters were set not to require grad
@@ -825,7 +891,9 @@ class AveragingObjects:
                 self._by_creation[id(outer)] = obj
                 obj.module_copy = True
                 hit = any(
-                    self._refer(c, 0) is obj and self._named_average(u, obj) for u, c in containers
+                    (self._refer(c, 0) is obj or self._weights_passed_for(u, c) is obj)
+                    and self._named_average(u, obj)
+                    for u, c in containers
                 )
                 obj.module_copy = False
                 del self._by_creation[id(outer)]
@@ -847,7 +915,13 @@ class AveragingObjects:
         self._memo.clear()
         # In-place updates of shadows that are not deepcopies (dicts of tensors, lists).
         for update, container in containers:
-            if self._refer(container, 0) is None and is_averaged_name(self._code(container)):
+            if self._refer(container, 0) is None and (
+                is_averaged_name(self._code(container))
+                or (
+                    self._averaging_helper(update)
+                    and self._weights_passed_for(update, container) is None
+                )
+            ):
                 obj = AveragingObject(Method.EMA, Use.EVAL, update.node)
                 obj.bindings.append(container)
                 obj.names.append(self._code(container))
@@ -1369,6 +1443,9 @@ class AveragingObjects:
                     continue
                 obj = self._refer(shadow, 0)
                 if obj is None:
+                    # ``def blend(xs, ys, k)`` called with ``ema.parameters()`` per step.
+                    obj = self._weights_passed_for(update, shadow)
+                if obj is None:
                     # ``def ema_update(ema_params, params, decay)`` that no caller here hands
                     # a known object: the shadow the update itself made (its parameter).
                     obj = self._by_creation.get(id(update.node))
@@ -1406,6 +1483,35 @@ class AveragingObjects:
                 found.append(obj)
         if len(found) < 2 or len({o.spec.qualname for o in found if o.spec}) != 1:
             return []
+        return found
+
+    def _weights_passed_for(
+        self, update: InPlaceUpdate, shadow: cst.BaseExpression
+    ) -> AveragingObject | None:
+        """For an update looping over ``shadow``, a parameter of its function (``def
+        blend(xs, ys, k): for x, y in zip(xs, ys)``): the one averaging object whose weights
+        every in-module call passes for it, each call inside a loop (a per-step update; a
+        one-off call is a merge or a sync); None otherwise."""
+        if update.loop is None or update.shadow_container is not shadow:
+            return None
+        if not isinstance(shadow, cst.Name) or update.source_container is None:
+            return None
+        if any(w in NOT_WEIGHT_TOKENS for w in tokens(self._code(update.source_container))):
+            return None  # ``def step(xs, grads, lr)``: an optimizer's step, not an average
+        bindings = self.resolver.bindings_of(shadow) or []
+        if len(bindings) != 1 or bindings[0].kind != "param":
+            return None
+        function, param = bindings[0].function, bindings[0].param
+        if not isinstance(function, cst.FunctionDef) or param is None:
+            return None
+        found: AveragingObject | None = None
+        for call, argument in self.resolver.arguments_for(function, param):
+            if argument is None or not self._in_loop(call):
+                return None
+            obj = self._passed_object(argument, 1)
+            if obj is None or (found is not None and obj is not found):
+                return None
+            found = obj
         return found
 
     def _passed_by_callers(

@@ -1,8 +1,8 @@
 """Hand-written in-place averaging updates: which tensor is the average, with which weights.
 
 Real code writes the update a dozen ways: ``e.mul_(d).add_(p, alpha=1 - d)``,
-``e.lerp_(p, 1 - d)``, ``e.copy_(e * d + p * (1 - d))``, EDM's
-``e.copy_(p.detach().lerp(e, beta))``, ``e.data = d * e.data + (1 - d) * p.data``,
+``e.lerp_(p, 1 - d)`` (``torch.lerp(e, p, 1 - d, out=e)``), ``e.copy_(e * d + p * (1 -
+d))``, EDM's ``e.copy_(p.detach().lerp(e, beta))``, ``e.data = d * e.data + (1 - d) * p.data``,
 ``torch._foreach_lerp_(ema_params, params, 1 - d)``, the legacy ``add_(1 - d, p)``, or
 ``mul_`` and ``add_`` (``_foreach_mul_`` and ``_foreach_add_``) as two statements, the
 difference forms ``e.sub_((e - p) * k)`` / ``e.add_(p - e, alpha=k)``, and the rebinding
@@ -318,6 +318,8 @@ class InPlaceUpdates:
         attr = func.attr.value
         if attr in ("_foreach_lerp_", "_foreach_add_"):
             return self._foreach(call, attr)
+        if attr == "lerp":
+            return self._lerp_out(call)
         if attr in _TREE_MAPS:
             return self._tree_map(call)
         if attr not in _INPLACE:
@@ -376,6 +378,29 @@ class InPlaceUpdates:
             return found
         if methods == ["sub_"] and call.args:
             return self._difference(call, root, -1, "sub")
+        return None
+
+    def _lerp_out(self, call: cst.Call) -> InPlaceUpdate | None:
+        """``torch.lerp(e, p, w, out=e)``: written into one of its own operands, the
+        out-of-place ``lerp`` is the in-place update (``e.lerp_(p, w)``); with ``out=`` the
+        end (``torch.lerp(p, e, d, out=e)``) the weight is the shadow's."""
+        if dotted_name(call.func) != "torch.lerp":
+            return None
+        out = next((a.value for a in call.args if a.keyword and a.keyword.value == "out"), None)
+        if out is None or any(a.star for a in call.args):
+            return None
+        start, end = _arg(call, 0, "input"), _arg(call, 1, "end")
+        weight = _arg(call, 2, "weight")
+        if start is None or end is None or weight is None:
+            return None
+        if self._same(start, out) and not self._same(end, out):
+            return self._make(
+                call, out, end, Coefficient(weight, True), Coefficient(weight), "lerp"
+            )
+        if self._same(end, out) and not self._same(start, out):
+            return self._make(
+                call, out, start, Coefficient(weight), Coefficient(weight, True), "lerp"
+            )
         return None
 
     def _added(self, call: cst.Call) -> tuple[cst.BaseExpression | None, Coefficient | None]:
@@ -1021,28 +1046,9 @@ class InPlaceUpdates:
             return None
         sign = 1 if isinstance(operator, cst.AddAssign) else -1
         value = node.value
-        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
-            for diff, k in ((value.left, value.right), (value.right, value.left)):
-                if not (
-                    isinstance(diff, cst.BinaryOperation)
-                    and isinstance(diff.operator, cst.Subtract)
-                ):
-                    continue
-                if self._same(diff.left, target) and not self._same(diff.right, target):
-                    source, toward = diff.right, sign < 0
-                elif self._same(diff.right, target) and not self._same(diff.left, target):
-                    source, toward = diff.left, sign > 0
-                else:
-                    continue
-                return self._make(
-                    node,
-                    target,
-                    source,
-                    Coefficient(k, True),
-                    Coefficient(k),
-                    "augassign",
-                    away=not toward,
-                )
+        step = self._scaled_step(node, target, value, sign, "augassign")
+        if step is not None:
+            return step
         if sign < 0:
             return None
         terms = _terms(value)
@@ -1070,6 +1076,43 @@ class InPlaceUpdates:
                 Coefficient(weight),
                 "augassign",
                 rebind=before,
+            )
+        return None
+
+    def _scaled_step(
+        self,
+        node: cst.CSTNode,
+        target: cst.BaseExpression,
+        value: cst.BaseExpression,
+        sign: int,
+        form: str,
+    ) -> InPlaceUpdate | None:
+        """``k * (e - p)`` (or ``(p - e) * k``) added to the target with ``sign``: the
+        difference form of the update (``e -= k * (e - p)``, ``e = e + k * (p - e)``), k
+        the weight on the new value; the other sign moves away from ``p``."""
+        if not (
+            isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply)
+        ):
+            return None
+        for diff, k in ((value.left, value.right), (value.right, value.left)):
+            if not (
+                isinstance(diff, cst.BinaryOperation) and isinstance(diff.operator, cst.Subtract)
+            ):
+                continue
+            if self._same(diff.left, target) and not self._same(diff.right, target):
+                source, toward = diff.right, sign < 0
+            elif self._same(diff.right, target) and not self._same(diff.left, target):
+                source, toward = diff.left, sign > 0
+            else:
+                continue
+            return self._make(
+                node,
+                target,
+                source,
+                Coefficient(k, True),
+                Coefficient(k),
+                form,
+                away=not toward,
             )
         return None
 
@@ -1123,10 +1166,21 @@ class InPlaceUpdates:
         return None
 
     def _out_of_place(self, node: cst.Assign, target: cst.BaseExpression) -> InPlaceUpdate | None:
-        """``e = e.mul(d).add(p, alpha=1 - d)``, ``e = e.sub((1 - d) * (e - p))``, and
-        ``e = e + (1 - d) * p`` after ``e *= d``: an update computed out of place and bound
-        to the shadow's name."""
+        """``e = e.mul(d).add(p, alpha=1 - d)``, ``e = e.sub((1 - d) * (e - p))``,
+        ``e = e - (1 - d) * (e - p)``, and ``e = e + (1 - d) * p`` after ``e *= d``: an
+        update computed out of place and bound to the shadow's name."""
         value = node.value
+        if (
+            isinstance(value, cst.BinaryOperation)
+            and isinstance(value.operator, (cst.Add, cst.Subtract))
+            and isinstance(strip_tensor(value.left), cst.Name)
+            and self._same(value.left, target)
+        ):
+            # ``e = e - (1 - d) * (e - p)``: the difference form, bound to the name.
+            sign = 1 if isinstance(value.operator, cst.Add) else -1
+            step = self._scaled_step(node, target, value.right, sign, "assign")
+            if step is not None:
+                return step
         if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
             for bare, term in ((value.left, value.right), (value.right, value.left)):
                 if not isinstance(strip_tensor(bare), cst.Name) or not self._same(bare, target):

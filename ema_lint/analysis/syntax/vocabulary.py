@@ -77,6 +77,15 @@ TARGET_PAIRS = [
     ("value", "target"),
 ]
 
+# The parameters of a helper given two sequences of tensors that say the first is averaged
+# toward the second, each as (words of the shadow's name, words of the source's):
+# ``def sync(target, source, k)``, ``def step(average, current, k)``. Only the two together:
+# ``target`` alone is a label in most training code.
+HELPER_PARAMETER_PAIRS = (
+    (frozenset({"target", "tgt"}), frozenset({"source", "src", "online"})),
+    (frozenset({"average", "averaged", "avg"}), frozenset({"current", "cur", "live"})),
+)
+
 
 _PAIRS = (*TEACHER_PAIRS, *TARGET_PAIRS)
 # Every identifier ``averaged_identifier`` accepts holds one of these words, in lower, Title
@@ -113,6 +122,15 @@ def tokens(name: str) -> list[str]:
 
 def has_pair(words: list[str], pair: tuple[str, ...]) -> bool:
     return all(w in words for w in pair)
+
+
+def names_averaging_pair(shadow: str, source: str) -> bool:
+    """The names of a helper's two sequences say the first is averaged toward the second
+    (``target``/``source``, ``average``/``current``; see HELPER_PARAMETER_PAIRS)."""
+    shadow_words, source_words = set(tokens(shadow)), set(tokens(source))
+    return any(
+        shadow_words & first and source_words & second for first, second in HELPER_PARAMETER_PAIRS
+    )
 
 
 def is_averaged_name(name: str) -> bool:

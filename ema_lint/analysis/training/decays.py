@@ -714,7 +714,7 @@ class DecaySettings:
             if (
                 not _self_call_of_own_copy(call, obj)
                 and not self._constructs_owner(call, update)
-                and not any(objects.for_expression(a.value) is not None for a in call.args)
+                and not any(objects.passed_weights(a.value) is not None for a in call.args)
             ):
                 continue  # the same arithmetic into a model no caller averages (a merge)
             value = self.resolver.resolve(arg)
