@@ -31,7 +31,10 @@ class DecayOutOfRange(Rule):
       weight on the old average; mmengine-style ``momentum`` and optax ``step_size`` are
       the weight on the new value and are converted (``1 - momentum``);
     - **where it is written**: through constants, arithmetic, argparse defaults,
-      dataclass fields, config dicts, function defaults and the arguments callers pass,
+      dataclass fields (dataclass, attrs, pydantic, ``NamedTuple``, flax ``struct``,
+      equinox ``Module``: the value a construction gives, also for ``self.decay`` in a
+      method of an averaging class written as a dataclass, as for a parameter of its
+      ``__init__``), config dicts, function defaults and the arguments callers pass,
       names rebound in straight-line code (the last assignment before the use, as in
       torchvision's ``alpha = 1.0 - decay`` then ``alpha = min(1.0, alpha * adjust)``; a
       rebinding in a branch or later in a loop leaves the value unknown), the ``avg_fn``
