@@ -187,6 +187,10 @@ RULES = (
                 (b"training",),
             ),
             (
+                (identifier("SWAG"),),
+                (b"swag",),
+            ),
+            (
                 (identifier("ema_update"),),
                 (b"k_diffusion",),
             ),
@@ -426,6 +430,10 @@ RULES = (
                     identifier("TraditionalEMA"),
                 ),
                 (b"training",),
+            ),
+            (
+                (identifier("SWAG"),),
+                (b"swag",),
             ),
             (
                 (identifier("ema_update"),),
@@ -820,6 +828,11 @@ RULES = (
             ),
             (
                 (b"momentum",),
+                (identifier("SWAG"),),
+                (b"swag",),
+            ),
+            (
+                (b"momentum",),
                 (identifier("ema_update"),),
                 (b"k_diffusion",),
             ),
@@ -1084,6 +1097,10 @@ RULES = (
                 (b"training",),
             ),
             (
+                (identifier("SWAG"),),
+                (b"swag",),
+            ),
+            (
                 (identifier("ema_update"),),
                 (b"k_diffusion",),
             ),
@@ -1323,6 +1340,10 @@ RULES = (
                     identifier("TraditionalEMA"),
                 ),
                 (b"training",),
+            ),
+            (
+                (identifier("SWAG"),),
+                (b"swag",),
             ),
             (
                 (identifier("ema_update"),),
@@ -1585,6 +1606,11 @@ RULES = (
                     identifier("TraditionalEMA"),
                 ),
                 (b"training",),
+            ),
+            (
+                (b"cpu",),
+                (identifier("SWAG"),),
+                (b"swag",),
             ),
             (
                 (b"cpu",),
@@ -2119,6 +2145,24 @@ RULES = (
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
+                (identifier("SWAG"),),
+                (b"swag",),
+            ),
+            (
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                    b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
+                    b"gradient_accumulation_steps",
+                    b"accumulative_counts",
+                ),
                 (identifier("ema_update"),),
                 (b"k_diffusion",),
             ),
@@ -2621,6 +2665,17 @@ RULES = (
                     b"jax.grad(",
                     b"value_and_grad(",
                 ),
+                (identifier("SWAG"),),
+                (b"swag",),
+            ),
+            (
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
                 (identifier("ema_update"),),
                 (b"k_diffusion",),
             ),
@@ -2918,6 +2973,10 @@ RULES = (
                 (b"training",),
             ),
             (
+                (identifier("SWAG"),),
+                (b"swag",),
+            ),
+            (
                 (identifier("ema_update"),),
                 (b"k_diffusion",),
             ),
@@ -3139,6 +3198,11 @@ RULES = (
                     identifier("TraditionalEMA"),
                 ),
                 (b"training",),
+            ),
+            (
+                (b"load_state_dict",),
+                (identifier("SWAG"),),
+                (b"swag",),
             ),
             (
                 (b"load_state_dict",),
@@ -3389,6 +3453,10 @@ RULES = (
                     identifier("TraditionalEMA"),
                 ),
                 (b"training",),
+            ),
+            (
+                (identifier("SWAG"),),
+                (b"swag",),
             ),
             (
                 (identifier("ema_update"),),
@@ -3746,6 +3814,19 @@ RULES = (
                     identifier("TraditionalEMA"),
                 ),
                 (b"training",),
+            ),
+            (
+                (
+                    b"DataParallel",
+                    b"torch.compile",
+                    b"import compile",
+                    b", compile",
+                    b"compile as",
+                    b".prepare(",
+                    b"deepspeed",
+                ),
+                (identifier("SWAG"),),
+                (b"swag",),
             ),
             (
                 (
@@ -4162,6 +4243,14 @@ RULES = (
                     b"backward",
                     b"training_step",
                 ),
+                (identifier("SWAG"),),
+                (b"swag",),
+            ),
+            (
+                (
+                    b"backward",
+                    b"training_step",
+                ),
                 (identifier("ema_update"),),
                 (b"k_diffusion",),
             ),
@@ -4435,6 +4524,10 @@ RULES = (
                 (b"training",),
             ),
             (
+                (identifier("SWAG"),),
+                (b"swag",),
+            ),
+            (
                 (identifier("ema_update"),),
                 (b"k_diffusion",),
             ),
@@ -4674,6 +4767,10 @@ RULES = (
                     identifier("TraditionalEMA"),
                 ),
                 (b"training",),
+            ),
+            (
+                (identifier("SWAG"),),
+                (b"swag",),
             ),
             (
                 (identifier("ema_update"),),
@@ -4977,6 +5074,10 @@ RULES = (
                 (b"training",),
             ),
             (
+                (identifier("SWAG"),),
+                (b"swag",),
+            ),
+            (
                 (identifier("ema_update"),),
                 (b"k_diffusion",),
             ),
@@ -5216,6 +5317,10 @@ RULES = (
                     identifier("TraditionalEMA"),
                 ),
                 (b"training",),
+            ),
+            (
+                (identifier("SWAG"),),
+                (b"swag",),
             ),
             (
                 (identifier("ema_update"),),
@@ -5459,6 +5564,10 @@ RULES = (
                 (b"training",),
             ),
             (
+                (identifier("SWAG"),),
+                (b"swag",),
+            ),
+            (
                 (identifier("ema_update"),),
                 (b"k_diffusion",),
             ),
@@ -5580,6 +5689,7 @@ RULES = (
         triggers=(
             b"AveragedModel",
             b"swap_swa_sgd",
+            b"collect_model",
         ),
         trigger_groups=(),
     ),

@@ -304,6 +304,7 @@ _TIMM = "https://huggingface.co/docs/timm/reference/utils"
 _LIGHTNING = "https://lightning.ai/docs/pytorch/stable/advanced/training_tricks.html"
 _MMENGINE = "https://mmengine.readthedocs.io/en/latest/api/model.html"
 _KERAS = "https://keras.io/api/optimizers/"
+_SWAG = "https://github.com/wjmaddox/swa_gaussian"
 
 _NUM_UPDATES = Ramp(RampKind.NUM_UPDATES)
 
@@ -503,6 +504,36 @@ API_SPECS: tuple[ApiSpec, ...] = (
         defaults={"loader": REQUIRED, "model": REQUIRED, "device": None},
         library="PyTorch",
         docs=_TORCH_SWA,
+    ),
+    # SWAG (the original SWA-Gaussian code) --------------------------------------------------
+    ApiSpec(
+        "swag.posteriors.SWAG",
+        Role.SWA_MODEL,
+        params=("base", "no_cov_mat", "max_num_models", "var_clamp"),
+        var_kwargs=True,
+        defaults={"base": REQUIRED, "no_cov_mat": True, "max_num_models": 0, "var_clamp": 1e-30},
+        buffers="no",
+        update_methods=("collect_model",),
+        apply_methods=("sample",),
+        aliases=("swag.posteriors.swag.SWAG",),
+        model_copy="base",
+        is_module=True,
+        library="SWAG",
+        docs=_SWAG,
+        notes="Builds its own model from the class it is given (base(*args, **kwargs)); "
+        "collect_model(model) adds the model's parameters to an equal-weight running mean "
+        "(and second moment); sample(scale) writes mean + scale * noise into that model, "
+        "sample(0.0) the SWA mean. Its BatchNorm statistics are never averaged: "
+        "bn_update(loader, swag_model) must follow each sample().",
+    ),
+    ApiSpec(
+        "swag.utils.bn_update",
+        Role.BN_UPDATE,
+        params=("loader", "model", "verbose", "subset"),
+        var_kwargs=True,
+        defaults={"loader": REQUIRED, "model": REQUIRED, "verbose": False, "subset": None},
+        library="SWAG",
+        docs=_SWAG,
     ),
     # timm ------------------------------------------------------------------------------------
     ApiSpec(
