@@ -121,6 +121,13 @@ RULES = (
             ),
             (
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -189,10 +196,6 @@ RULES = (
             (
                 (identifier("SWAG"),),
                 (b"swag",),
-            ),
-            (
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
             ),
             (
                 (identifier("incremental_update"),),
@@ -366,6 +369,13 @@ RULES = (
             ),
             (
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -434,10 +444,6 @@ RULES = (
             (
                 (identifier("SWAG"),),
                 (b"swag",),
-            ),
-            (
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
             ),
             (
                 (identifier("incremental_update"),),
@@ -596,6 +602,13 @@ RULES = (
                 (b"diffusers",),
             ),
             (
+                (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
                 (identifier("EMAWeightAveraging"),),
                 (
                     b"lightning",
@@ -650,10 +663,6 @@ RULES = (
                     b"tensorflow_addons",
                     b"tfa",
                 ),
-            ),
-            (
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
             ),
             (
                 (
@@ -753,6 +762,14 @@ RULES = (
             (
                 (b"momentum",),
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (b"momentum",),
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -830,11 +847,6 @@ RULES = (
                 (b"momentum",),
                 (identifier("SWAG"),),
                 (b"swag",),
-            ),
-            (
-                (b"momentum",),
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
             ),
             (
                 (b"momentum",),
@@ -1031,6 +1043,13 @@ RULES = (
             ),
             (
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -1099,10 +1118,6 @@ RULES = (
             (
                 (identifier("SWAG"),),
                 (b"swag",),
-            ),
-            (
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
             ),
             (
                 (identifier("incremental_update"),),
@@ -1276,6 +1291,13 @@ RULES = (
             ),
             (
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -1344,10 +1366,6 @@ RULES = (
             (
                 (identifier("SWAG"),),
                 (b"swag",),
-            ),
-            (
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
             ),
             (
                 (identifier("incremental_update"),),
@@ -1534,6 +1552,14 @@ RULES = (
             (
                 (b"cpu",),
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (b"cpu",),
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -1611,11 +1637,6 @@ RULES = (
                 (b"cpu",),
                 (identifier("SWAG"),),
                 (b"swag",),
-            ),
-            (
-                (b"cpu",),
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
             ),
             (
                 (b"cpu",),
@@ -1953,6 +1974,27 @@ RULES = (
                     b"accumulative_counts",
                 ),
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                    b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
+                    b"gradient_accumulation_steps",
+                    b"accumulative_counts",
+                ),
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -2147,24 +2189,6 @@ RULES = (
                 ),
                 (identifier("SWAG"),),
                 (b"swag",),
-            ),
-            (
-                (
-                    b"backward(",
-                    b"scaler(",
-                    b"update_params(",
-                    b"jax.grad(",
-                    b"value_and_grad(",
-                    b"accumulate_grad_batches",
-                    b"training_step",
-                    b"on_train_batch_",
-                    b"on_before_backward",
-                    b"on_after_backward",
-                    b"gradient_accumulation_steps",
-                    b"accumulative_counts",
-                ),
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
             ),
             (
                 (
@@ -2536,6 +2560,20 @@ RULES = (
                     b"value_and_grad(",
                 ),
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -2667,17 +2705,6 @@ RULES = (
                 ),
                 (identifier("SWAG"),),
                 (b"swag",),
-            ),
-            (
-                (
-                    b"backward(",
-                    b"scaler(",
-                    b"update_params(",
-                    b"jax.grad(",
-                    b"value_and_grad(",
-                ),
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
             ),
             (
                 (
@@ -2907,6 +2934,13 @@ RULES = (
             ),
             (
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -2975,10 +3009,6 @@ RULES = (
             (
                 (identifier("SWAG"),),
                 (b"swag",),
-            ),
-            (
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
             ),
             (
                 (identifier("incremental_update"),),
@@ -3126,6 +3156,14 @@ RULES = (
             (
                 (b"load_state_dict",),
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (b"load_state_dict",),
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -3203,11 +3241,6 @@ RULES = (
                 (b"load_state_dict",),
                 (identifier("SWAG"),),
                 (b"swag",),
-            ),
-            (
-                (b"load_state_dict",),
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
             ),
             (
                 (b"load_state_dict",),
@@ -3389,6 +3422,13 @@ RULES = (
             ),
             (
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -3457,10 +3497,6 @@ RULES = (
             (
                 (identifier("SWAG"),),
                 (b"swag",),
-            ),
-            (
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
             ),
             (
                 (identifier("incremental_update"),),
@@ -3678,6 +3714,22 @@ RULES = (
                     b"deepspeed",
                 ),
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (
+                    b"DataParallel",
+                    b"torch.compile",
+                    b"import compile",
+                    b", compile",
+                    b"compile as",
+                    b".prepare(",
+                    b"deepspeed",
+                ),
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -3827,19 +3879,6 @@ RULES = (
                 ),
                 (identifier("SWAG"),),
                 (b"swag",),
-            ),
-            (
-                (
-                    b"DataParallel",
-                    b"torch.compile",
-                    b"import compile",
-                    b", compile",
-                    b"compile as",
-                    b".prepare(",
-                    b"deepspeed",
-                ),
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
             ),
             (
                 (
@@ -4141,6 +4180,17 @@ RULES = (
                     b"training_step",
                 ),
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (
+                    b"backward",
+                    b"training_step",
+                ),
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -4245,14 +4295,6 @@ RULES = (
                 ),
                 (identifier("SWAG"),),
                 (b"swag",),
-            ),
-            (
-                (
-                    b"backward",
-                    b"training_step",
-                ),
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
             ),
             (
                 (
@@ -4458,6 +4500,13 @@ RULES = (
             ),
             (
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -4526,10 +4575,6 @@ RULES = (
             (
                 (identifier("SWAG"),),
                 (b"swag",),
-            ),
-            (
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
             ),
             (
                 (identifier("incremental_update"),),
@@ -4703,6 +4748,13 @@ RULES = (
             ),
             (
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -4771,10 +4823,6 @@ RULES = (
             (
                 (identifier("SWAG"),),
                 (b"swag",),
-            ),
-            (
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
             ),
             (
                 (identifier("incremental_update"),),
@@ -5008,6 +5056,13 @@ RULES = (
             ),
             (
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -5076,10 +5131,6 @@ RULES = (
             (
                 (identifier("SWAG"),),
                 (b"swag",),
-            ),
-            (
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
             ),
             (
                 (identifier("incremental_update"),),
@@ -5253,6 +5304,13 @@ RULES = (
             ),
             (
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -5321,10 +5379,6 @@ RULES = (
             (
                 (identifier("SWAG"),),
                 (b"swag",),
-            ),
-            (
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
             ),
             (
                 (identifier("incremental_update"),),
@@ -5498,6 +5552,13 @@ RULES = (
             ),
             (
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -5566,10 +5627,6 @@ RULES = (
             (
                 (identifier("SWAG"),),
                 (b"swag",),
-            ),
-            (
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
             ),
             (
                 (identifier("incremental_update"),),

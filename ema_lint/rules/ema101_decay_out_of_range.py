@@ -70,7 +70,12 @@ class DecayOutOfRange(Rule):
       (``update_every``, ``interval``, ``every_n_steps``, ``update_every_n_steps``, or an
       ``if step % k == 0:`` around its update) has a per-step decay of ``D ** (1/k)``;
     - **as a ceiling** when a warmup ramps it (diffusers, ema-pytorch, torch-ema,
-      ultralytics...): the message says so;
+      ultralytics...): the message says so. A decay an update is given from a warmup
+      schedule (k-diffusion's ``ema_update(model, model_ema, sched.get_value())`` with
+      ``sched = EMAWarmup(power=2/3, max_value=...)``) is judged by the schedule's
+      ``max_value`` and reported there, with the update as the related location; a
+      ``max_value`` of 1 (its default, used with power 2/3 or 3/4 in k-diffusion's
+      configs) leaves the ramp itself as the horizon and is not judged;
     - **for its use**: teachers (DINO, MoCo, BYOL, mean teacher: recognised by their names
       and by their output feeding a loss that is backpropagated) are judged against their
       own range, 0.99 to 0.9999 by default; RL target networks and EMAs of things that
