@@ -43,8 +43,12 @@ class DecayOutOfRange(Rule):
       itself when it is written in another statement of the module (the constant, the
       argparse default), where the fix edits it and where a suppression comment goes;
       the call that uses it is given as a related location (``related`` in JSON,
-      ``relatedLocations`` in SARIF, related information in the editor). The same holds
-      for EMA102, EMA103 and EMA104;
+      ``relatedLocations`` in SARIF, related information in the editor). A value computed
+      from one such literal and numbers written at the use (``decay=1 - rate``,
+      ``one_minus_decay = 1.0 - DECAY``) is reported on that literal too (no fix is
+      offered there: the literal is not the decay itself), and the default of a helper's
+      or class's parameter names the calls that leave it as related locations. The same
+      holds for EMA102, EMA103 and EMA104;
     - **across modules**: a value the main script writes (an argparse default, a
       dataclass field, a constant) and hands to a function of another module that feeds
       it to an average (``update_ema(..., rate=args.ema_rate)`` inside an imported

@@ -81,6 +81,15 @@ class Value:
     # halflife_nimg)``): the batch-aware form the StyleGAN and EDM recipes use;
     # "schedule-start" when it is where a rising schedule starts (its lowest value).
     form: str = ""
+    # For a value computed from one literal and numbers written in the expression itself
+    # (``1 - x`` with ``x = 0.01``, ``1.0 - DECAY``): that literal, the one to change.
+    # ``origin`` stays None (editing it does not set the value to a number).
+    source: cst.BaseExpression | None = None
+
+    @property
+    def written(self) -> cst.BaseExpression | None:
+        """The literal the value is written in: its ``origin``, else its ``source``."""
+        return self.origin if self.origin is not None else self.source
 
     @property
     def number(self) -> float | None:
@@ -682,9 +691,10 @@ class ValueResolver:
                 return None
             if isinstance(node.operator, cst.Minus):
                 origin = node if inner.origin is node.expression else None
-                return Value(-inner.value, origin, inner.via, inner.shared)  # type: ignore[operator]
+                source = None if origin is not None else inner.written
+                return Value(-inner.value, origin, inner.via, inner.shared, source=source)  # type: ignore[operator]
             if isinstance(node.operator, cst.Plus):
-                return Value(inner.value, None, inner.via, inner.shared)
+                return Value(inner.value, None, inner.via, inner.shared, source=inner.written)
             return None
         if isinstance(node, cst.BinaryOperation):
             return self._resolve_binary(node, depth)
@@ -715,7 +725,17 @@ class ValueResolver:
         form = left.form or right.form
         if isinstance(node.operator, cst.Power) and left.value in (0.5, 2):
             form = "half-life-samples" if self._per_samples(node.right, depth) else "half-life"
-        return Value(result, None, left.via or right.via, left.shared or right.shared, form)
+        # ``1 - x``: the literal behind ``x`` is what sets the value; the ``1`` is part of
+        # the formula written here.
+        source = None
+        left_literal = literal_number(node.left) is not None
+        right_literal = literal_number(node.right) is not None
+        if left_literal and not right_literal:
+            source = right.written
+        elif right_literal and not left_literal:
+            source = left.written
+        via, shared = left.via or right.via, left.shared or right.shared
+        return Value(result, None, via, shared, form, source)
 
     def _per_samples(self, exponent: cst.BaseExpression, depth: int) -> bool:
         """``batch / halflife_nimg``: a half-life counted in samples, with the batch size

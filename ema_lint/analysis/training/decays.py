@@ -264,11 +264,16 @@ class DecaySettings:
             return node, ((call, f"used by {setting.forwarded}: {_short(call)}"),)
         if node is not None and setting.used_by is not None:
             return node, ((setting.used_by, f"used here: {_short(setting.used_by)}"),)
-        if node is None or setting.definition or setting.site is not None:
+        if node is not None and (setting.definition or setting.site is not None):
+            return node, self._default_users(setting, node)
+        if node is None:
             return node, ()
-        literal = setting.value.origin if setting.value is not None else None
+        # The literal, or the one a computed value comes from (``1 - x``, ``1.0 - DECAY``).
+        literal = setting.value.written if setting.value is not None else None
         if literal is None or literal is node or index.order_of(literal) is None:
             return node, ()
+        if index.contains(node, literal):
+            return node, ()  # written in the expression itself (``decay=1 - 0.0001``)
         use = index.statement(node)
         if use is None or index.statement(literal) is use:
             return node, ()
@@ -277,6 +282,33 @@ class DecaySettings:
         else:
             use_node = node
         return literal, ((node, f"used here: {_short(use_node)}"),)
+
+    def _default_users(
+        self, setting: DecaySetting, default: cst.BaseExpression
+    ) -> tuple[tuple[cst.CSTNode, str], ...]:
+        """Where a parameter's default that a finding is reported on is used: the module's
+        calls that leave it (``update_ema(ema, model)`` in the loop), at most three; else
+        the update that reads it, when that is another statement."""
+        index = self.ctx.index
+        param = index.parent(default)
+        function = index.enclosing(param, cst.FunctionDef) if param is not None else None
+        found: list[tuple[cst.CSTNode, str]] = []
+        if isinstance(param, cst.Param) and isinstance(function, cst.FunctionDef):
+            name = param.name.value
+            for call in self.resolver.callers(function):
+                if _argument_for_default(self.resolver, function, param, call):
+                    found.append((call, f"leaves {name} at its default: {_short(call)}"))
+        if found:
+            return tuple(found[:3])
+        use = setting.expr
+        if use is None or use is default or index.order_of(use) is None:
+            return ()
+        statement = index.statement(use)
+        if statement is None or statement is index.statement(default):
+            return ()
+        if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+            return ((use, f"used here: {_short(statement.body[0])}"),)
+        return ((use, f"used here: {_short(use)}"),)
 
     # Building ----------------------------------------------------------------------------------
     def _setting(self, bound: BoundCall, objects: AveragingObjects | None) -> DecaySetting | None:
@@ -1053,6 +1085,15 @@ def describe_interval(setting: DecaySetting) -> str:
         f" updated every {setting.interval} steps (a per-step decay of "
         f"{format_number(round(setting.step_decay, 8))})"
     )
+
+
+def _argument_for_default(
+    resolver: ValueResolver, function: cst.FunctionDef, param: cst.Param, call: cst.Call
+) -> bool:
+    """``call`` certainly leaves ``param`` at its default (no argument, no star)."""
+    if any(a.star for a in call.args):
+        return False
+    return resolver.argument_for(function, param, call) is None
 
 
 def _carrier(coefficient: Coefficient, side: Side) -> tuple[cst.BaseExpression, Side]:
