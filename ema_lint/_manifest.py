@@ -121,6 +121,13 @@ RULES = (
             ),
             (
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -187,8 +194,8 @@ RULES = (
                 (b"training",),
             ),
             (
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
+                (identifier("SWAG"),),
+                (b"swag",),
             ),
             (
                 (identifier("incremental_update"),),
@@ -422,6 +429,13 @@ RULES = (
             ),
             (
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -488,8 +502,8 @@ RULES = (
                 (b"training",),
             ),
             (
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
+                (identifier("SWAG"),),
+                (b"swag",),
             ),
             (
                 (identifier("incremental_update"),),
@@ -708,6 +722,13 @@ RULES = (
                 (b"diffusers",),
             ),
             (
+                (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
                 (identifier("EMAWeightAveraging"),),
                 (
                     b"lightning",
@@ -762,10 +783,6 @@ RULES = (
                     b"tensorflow_addons",
                     b"tfa",
                 ),
-            ),
-            (
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
             ),
             (
                 (
@@ -865,6 +882,14 @@ RULES = (
             (
                 (b"momentum",),
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (b"momentum",),
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -940,8 +965,8 @@ RULES = (
             ),
             (
                 (b"momentum",),
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
+                (identifier("SWAG"),),
+                (b"swag",),
             ),
             (
                 (b"momentum",),
@@ -1138,6 +1163,13 @@ RULES = (
             ),
             (
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -1204,8 +1236,8 @@ RULES = (
                 (b"training",),
             ),
             (
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
+                (identifier("SWAG"),),
+                (b"swag",),
             ),
             (
                 (identifier("incremental_update"),),
@@ -1439,6 +1471,13 @@ RULES = (
             ),
             (
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -1505,8 +1544,8 @@ RULES = (
                 (b"training",),
             ),
             (
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
+                (identifier("SWAG"),),
+                (b"swag",),
             ),
             (
                 (identifier("incremental_update"),),
@@ -1693,6 +1732,14 @@ RULES = (
             (
                 (b"cpu",),
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (b"cpu",),
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -1768,8 +1815,8 @@ RULES = (
             ),
             (
                 (b"cpu",),
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
+                (identifier("SWAG"),),
+                (b"swag",),
             ),
             (
                 (b"cpu",),
@@ -2107,6 +2154,27 @@ RULES = (
                     b"accumulative_counts",
                 ),
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                    b"accumulate_grad_batches",
+                    b"training_step",
+                    b"on_train_batch_",
+                    b"on_before_backward",
+                    b"on_after_backward",
+                    b"gradient_accumulation_steps",
+                    b"accumulative_counts",
+                ),
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -2299,8 +2367,8 @@ RULES = (
                     b"gradient_accumulation_steps",
                     b"accumulative_counts",
                 ),
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
+                (identifier("SWAG"),),
+                (b"swag",),
             ),
             (
                 (
@@ -2672,6 +2740,20 @@ RULES = (
                     b"value_and_grad(",
                 ),
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (
+                    b"backward(",
+                    b"scaler(",
+                    b"update_params(",
+                    b"jax.grad(",
+                    b"value_and_grad(",
+                ),
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -2801,8 +2883,8 @@ RULES = (
                     b"jax.grad(",
                     b"value_and_grad(",
                 ),
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
+                (identifier("SWAG"),),
+                (b"swag",),
             ),
             (
                 (
@@ -3032,6 +3114,13 @@ RULES = (
             ),
             (
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -3098,8 +3187,8 @@ RULES = (
                 (b"training",),
             ),
             (
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
+                (identifier("SWAG"),),
+                (b"swag",),
             ),
             (
                 (identifier("incremental_update"),),
@@ -3277,6 +3366,17 @@ RULES = (
                     b"copy_",
                 ),
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (
+                    b"load_state_dict",
+                    b"copy_",
+                ),
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -3379,8 +3479,8 @@ RULES = (
                     b"load_state_dict",
                     b"copy_",
                 ),
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
+                (identifier("SWAG"),),
+                (b"swag",),
             ),
             (
                 (
@@ -3586,6 +3686,13 @@ RULES = (
             ),
             (
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -3652,8 +3759,8 @@ RULES = (
                 (b"training",),
             ),
             (
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
+                (identifier("SWAG"),),
+                (b"swag",),
             ),
             (
                 (identifier("incremental_update"),),
@@ -3871,6 +3978,22 @@ RULES = (
                     b"deepspeed",
                 ),
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (
+                    b"DataParallel",
+                    b"torch.compile",
+                    b"import compile",
+                    b", compile",
+                    b"compile as",
+                    b".prepare(",
+                    b"deepspeed",
+                ),
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -4018,8 +4141,8 @@ RULES = (
                     b".prepare(",
                     b"deepspeed",
                 ),
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
+                (identifier("SWAG"),),
+                (b"swag",),
             ),
             (
                 (
@@ -4321,6 +4444,17 @@ RULES = (
                     b"training_step",
                 ),
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (
+                    b"backward",
+                    b"training_step",
+                ),
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -4423,8 +4557,8 @@ RULES = (
                     b"backward",
                     b"training_step",
                 ),
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
+                (identifier("SWAG"),),
+                (b"swag",),
             ),
             (
                 (
@@ -4630,6 +4764,13 @@ RULES = (
             ),
             (
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -4696,8 +4837,8 @@ RULES = (
                 (b"training",),
             ),
             (
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
+                (identifier("SWAG"),),
+                (b"swag",),
             ),
             (
                 (identifier("incremental_update"),),
@@ -4871,6 +5012,13 @@ RULES = (
             ),
             (
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -4937,8 +5085,8 @@ RULES = (
                 (b"training",),
             ),
             (
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
+                (identifier("SWAG"),),
+                (b"swag",),
             ),
             (
                 (identifier("incremental_update"),),
@@ -5172,6 +5320,13 @@ RULES = (
             ),
             (
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -5238,8 +5393,8 @@ RULES = (
                 (b"training",),
             ),
             (
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
+                (identifier("SWAG"),),
+                (b"swag",),
             ),
             (
                 (identifier("incremental_update"),),
@@ -5413,6 +5568,13 @@ RULES = (
             ),
             (
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -5479,8 +5641,8 @@ RULES = (
                 (b"training",),
             ),
             (
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
+                (identifier("SWAG"),),
+                (b"swag",),
             ),
             (
                 (identifier("incremental_update"),),
@@ -5654,6 +5816,13 @@ RULES = (
             ),
             (
                 (
+                    identifier("EMAWarmup"),
+                    identifier("ema_update"),
+                ),
+                (b"k_diffusion",),
+            ),
+            (
+                (
                     identifier("EMAWeightAveraging"),
                     identifier("StochasticWeightAveraging"),
                     identifier("WeightAveraging"),
@@ -5720,8 +5889,8 @@ RULES = (
                 (b"training",),
             ),
             (
-                (identifier("ema_update"),),
-                (b"k_diffusion",),
+                (identifier("SWAG"),),
+                (b"swag",),
             ),
             (
                 (identifier("incremental_update"),),
@@ -5841,6 +6010,7 @@ RULES = (
         triggers=(
             b"AveragedModel",
             b"swap_swa_sgd",
+            b"collect_model",
         ),
         trigger_groups=(),
     ),

@@ -31,7 +31,10 @@ class DecayOutOfRange(Rule):
       weight on the old average; mmengine-style ``momentum`` and optax ``step_size`` are
       the weight on the new value and are converted (``1 - momentum``);
     - **where it is written**: through constants, arithmetic, argparse defaults,
-      dataclass fields, config dicts, function defaults and the arguments callers pass,
+      dataclass fields (dataclass, attrs, pydantic, ``NamedTuple``, flax ``struct``,
+      equinox ``Module``: the value a construction gives, also for ``self.decay`` in a
+      method of an averaging class written as a dataclass, as for a parameter of its
+      ``__init__``), config dicts, function defaults and the arguments callers pass,
       names rebound in straight-line code (the last assignment before the use, as in
       torchvision's ``alpha = 1.0 - decay`` then ``alpha = min(1.0, alpha * adjust)``; a
       rebinding in a branch or later in a loop leaves the value unknown), the ``avg_fn``
@@ -40,8 +43,12 @@ class DecayOutOfRange(Rule):
       itself when it is written in another statement of the module (the constant, the
       argparse default), where the fix edits it and where a suppression comment goes;
       the call that uses it is given as a related location (``related`` in JSON,
-      ``relatedLocations`` in SARIF, related information in the editor). The same holds
-      for EMA102, EMA103 and EMA104;
+      ``relatedLocations`` in SARIF, related information in the editor). A value computed
+      from one such literal and numbers written at the use (``decay=1 - rate``,
+      ``one_minus_decay = 1.0 - DECAY``) is reported on that literal too (no fix is
+      offered there: the literal is not the decay itself), and the default of a helper's
+      or class's parameter names the calls that leave it as related locations. The same
+      holds for EMA102, EMA103 and EMA104;
     - **across modules**: a value the main script writes (an argparse default, a
       dataclass field, a constant) and hands to a function of another module that feeds
       it to an average (``update_ema(..., rate=args.ema_rate)`` inside an imported
@@ -67,7 +74,12 @@ class DecayOutOfRange(Rule):
       (``update_every``, ``interval``, ``every_n_steps``, ``update_every_n_steps``, or an
       ``if step % k == 0:`` around its update) has a per-step decay of ``D ** (1/k)``;
     - **as a ceiling** when a warmup ramps it (diffusers, ema-pytorch, torch-ema,
-      ultralytics...): the message says so;
+      ultralytics...): the message says so. A decay an update is given from a warmup
+      schedule (k-diffusion's ``ema_update(model, model_ema, sched.get_value())`` with
+      ``sched = EMAWarmup(power=2/3, max_value=...)``) is judged by the schedule's
+      ``max_value`` and reported there, with the update as the related location; a
+      ``max_value`` of 1 (its default, used with power 2/3 or 3/4 in k-diffusion's
+      configs) leaves the ramp itself as the horizon and is not judged;
     - **for its use**: teachers (DINO, MoCo, BYOL, mean teacher: recognised by their names
       and by their output feeding a loss that is backpropagated) are judged against their
       own range, 0.99 to 0.9999 by default; RL target networks and EMAs of things that

@@ -277,6 +277,43 @@ class SwaMissingUpdateBn(Rule):
     evaluate(test_loader, model)
     ```
 
+    ### SWAG, sampled and evaluated
+    SWA-Gaussian's ``SWAG`` (``swag.posteriors``) builds its own model from the class it is
+    given; ``collect_model(model)`` adds the weights to an equal-weight running mean, and
+    ``sample(scale)`` writes the mean (``sample(0.0)``) or a sample from the Gaussian into
+    that model. Its BatchNorm statistics are never averaged, so each ``sample()`` must be
+    followed by ``bn_update(loader, swag_model)`` (SWAG's ``utils.bn_update``, or
+    ``update_bn``) before the model is used. Reported at the construction when the model
+    is used after a ``sample()`` and the module recalibrates it nowhere; no fix is offered
+    (the recalibration belongs after each ``sample()``). A SWAG model that is only
+    collected and saved (its state is the running moments) is not reported.
+    ```python
+    import torch
+    from swag.posteriors import SWAG
+
+    swag_model = SWAG(type(model), no_cov_mat=False, max_num_models=20)
+    for epoch in range(epochs):
+        train_epoch(train_loader, model, optimizer)
+        if epoch >= swa_start:
+            swag_model.collect_model(model)
+    swag_model.sample(0.0)
+    evaluate(test_loader, swag_model)
+    ```
+    ```python
+    import torch
+    from swag import utils
+    from swag.posteriors import SWAG
+
+    swag_model = SWAG(type(model), no_cov_mat=False, max_num_models=20)
+    for epoch in range(epochs):
+        train_epoch(train_loader, model, optimizer)
+        if epoch >= swa_start:
+            swag_model.collect_model(model)
+    swag_model.sample(0.0)
+    utils.bn_update(train_loader, swag_model)
+    evaluate(test_loader, swag_model)
+    ```
+
     ## Fix
     Inserts ``update_bn(<loader>, <swa_model>)`` right after the outermost loop of the
     run that updates the average (the epoch loop, in the function that runs it), with
@@ -302,7 +339,7 @@ class SwaMissingUpdateBn(Rule):
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.SAFE
     fix_scope = FixScope.MOVES  # inserts update_bn after the loop, and its import
-    triggers = (b"AveragedModel", b"swap_swa_sgd")
+    triggers = (b"AveragedModel", b"swap_swa_sgd", b"collect_model")
     requires = (SwaAnalysis, NormLayers, ContribSwaOptimizers)
 
     def finish(self) -> None:
@@ -332,6 +369,19 @@ class SwaMissingUpdateBn(Rule):
         return source is None or self.ctx.get(NormLayers).batch_norm(source) is not False
 
     def _used_after(self, swa: SwaAnalysis, model: SwaModel) -> bool:
+        spec = model.obj.spec
+        if spec is not None and spec.apply_methods:
+            # SWAG: the average is in the model only once ``sample()`` has written it.
+            applies = swa.applies(model)
+            if not applies:
+                return False
+            done = {id(a.node) for a in applies}
+            return any(
+                id(use.node) not in done
+                and use.kind not in ("registered", "attribute")
+                and not use.trains_on
+                for use in swa.uses(model)
+            )
         return any(
             (use.kind not in ("registered", "attribute") or use.detail in ("module",))
             and not use.trains_on
@@ -339,6 +389,20 @@ class SwaMissingUpdateBn(Rule):
         )
 
     def _report(self, swa: SwaAnalysis, model: SwaModel) -> None:
+        applies = swa.applies(model)
+        if applies:
+            # No fix: the recalibration belongs after each ``sample()``, which may run
+            # inside the loop (an evaluation per epoch), not after the loop.
+            method = f"{model.name}.{applies[0].detail}"
+            self.report(
+                model.obj.creation,
+                f"{model.name} is SWAG's equal-weight average, used after {method}() with "
+                "no bn_update: sample() writes the averaged (or sampled) weights into the "
+                "model but leaves its BatchNorm running statistics at those of its own "
+                "untrained weights (SWAG averages no buffers), so its accuracy can collapse; "
+                f"call bn_update(train_loader, {model.name}) after each sample()",
+            )
+            return
         sites = [s for s in model.sites if s.outer is not None]
         site = max(sites, key=lambda s: self.ctx.index.order[id(s.outer)]) if sites else None
         loader = "<train loader>"

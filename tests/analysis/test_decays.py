@@ -120,3 +120,24 @@ def test_named_run_lengths(source: str, steps) -> None:
     updates = calls_named(ctx, "update")
     run = ctx.get(RunLengths).for_updates(updates)
     assert (run.steps if run else None) == steps
+
+
+def test_a_warmup_schedule_value_is_judged_by_its_ceiling() -> None:
+    source = (
+        "import k_diffusion as K\n"
+        "def train(model, model_ema, loader, opt):\n"
+        "    sched = K.utils.EMAWarmup(power=2 / 3, max_value=0.999)\n"
+        "    flat = K.utils.EMAWarmup(power=3 / 4)\n"
+        "    for batch in loader:\n"
+        "        opt.step()\n"
+        "        d = sched.get_value()\n"
+        "        K.utils.ema_update(model, model_ema, d)\n"
+        "        K.utils.ema_update(model, model_ema, flat.get_value())\n"
+    )
+    _, found = settings(source)
+    assert len(found) == 1  # a ceiling of one (the default) leaves the ramp as the horizon
+    (setting,) = found
+    assert setting.spec.short_name == "EMAWarmup" and setting.decay == 0.999
+    assert setting.ramp is not None
+    assert setting.decay_after(1_000) == pytest.approx(1 - 1_001 ** (-2 / 3))
+    assert setting.used_by is not None

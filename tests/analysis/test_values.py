@@ -510,3 +510,60 @@ def train_one_epoch(loader, momentum_schedule):
 train_one_epoch(loader, cosine_scheduler(0.996, 1, 10, 10))
 """
     assert _loop_variable(source, "m").value == 0.996
+
+
+_OWN_FIELD = """
+import equinox as eqx
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Shadow:
+    model: object
+    shadow: object = field(init=False)
+    decay: float = 0.9999
+
+    def update(self):
+        __probe__ = self.decay
+
+
+class Eqx(eqx.Module):
+    decay: float = 0.9999
+
+    def update(self):
+        __probe__ = self.decay
+"""
+
+
+@pytest.mark.parametrize(
+    ("constructions", "expected"),
+    [
+        ("Shadow(m, 0.9)\n", 0.9),  # the ``init=False`` field takes no position
+        ("Shadow(m, decay=0.9)\nShadow(n, decay=0.9)\n", 0.9),
+        ("", 0.9999),  # no construction here: the default
+        ("Shadow(m, decay=0.9)\nShadow(n)\n", None),  # two values
+        ("Shadow(m, decay=0.9)\nx = s.replace(decay=0.5)\n", None),
+    ],
+)
+def test_own_field_of_a_dataclass(constructions: str, expected) -> None:
+    ctx = context(_OWN_FIELD + constructions)
+    value = ctx.get(ValueResolver).resolve(_first_probe(ctx))
+    assert (value.value if value is not None else None) == expected
+
+
+def _first_probe(ctx: FileContext) -> cst.BaseExpression:
+    for node in ctx.nodes(cst.Assign):
+        target = node.targets[0].target
+        if isinstance(target, cst.Name) and target.value == "__probe__":
+            return node.value
+    raise AssertionError("no probe")
+
+
+def test_equinox_module_is_a_dataclass_and_nn_module_is_not() -> None:
+    ctx = context(_OWN_FIELD + "Eqx(decay=0.95)\n")
+    value = ctx.get(ValueResolver).resolve(probe(ctx))
+    assert value is not None and value.value == 0.95
+    plain = context(_OWN_FIELD.replace("eqx.Module", "torch.nn.Module") + "Eqx(decay=0.95)\n")
+    # A plain class: the annotated class attribute, not what the construction passes.
+    value = plain.get(ValueResolver).resolve(probe(plain))
+    assert value is not None and value.value == 0.9999

@@ -54,6 +54,9 @@ class Role(str, enum.Enum):
     OPTIMIZER = "optimizer"  # optimizers with built-in EMA (Keras use_ema)
     EMA_FUNCTION = "ema-function"  # functional update (optax.incremental_update)
     GRADIENT_EMA = "gradient-ema"  # averages updates/gradients, never weights
+    # A warmup schedule of the decay (k-diffusion EMAWarmup): its ``value_methods`` return
+    # the decay an update is given; its weight is the ceiling the ramp approaches.
+    EMA_SCHEDULE = "ema-schedule"
 
 
 # Sentinel defaults.
@@ -198,6 +201,8 @@ class ApiSpec:
     apply_methods: tuple[str, ...] = ()
     store_methods: tuple[str, ...] = ()
     restore_methods: tuple[str, ...] = ()
+    # For a schedule (Role.EMA_SCHEDULE): the methods returning the current decay.
+    value_methods: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
     # Names a config registry (mmengine ``type='...'``) knows the class by.
     registry_names: tuple[str, ...] = ()
@@ -304,6 +309,7 @@ _TIMM = "https://huggingface.co/docs/timm/reference/utils"
 _LIGHTNING = "https://lightning.ai/docs/pytorch/stable/advanced/training_tricks.html"
 _MMENGINE = "https://mmengine.readthedocs.io/en/latest/api/model.html"
 _KERAS = "https://keras.io/api/optimizers/"
+_SWAG = "https://github.com/wjmaddox/swa_gaussian"
 
 _NUM_UPDATES = Ramp(RampKind.NUM_UPDATES)
 
@@ -503,6 +509,36 @@ API_SPECS: tuple[ApiSpec, ...] = (
         defaults={"loader": REQUIRED, "model": REQUIRED, "device": None},
         library="PyTorch",
         docs=_TORCH_SWA,
+    ),
+    # SWAG (the original SWA-Gaussian code) --------------------------------------------------
+    ApiSpec(
+        "swag.posteriors.SWAG",
+        Role.SWA_MODEL,
+        params=("base", "no_cov_mat", "max_num_models", "var_clamp"),
+        var_kwargs=True,
+        defaults={"base": REQUIRED, "no_cov_mat": True, "max_num_models": 0, "var_clamp": 1e-30},
+        buffers="no",
+        update_methods=("collect_model",),
+        apply_methods=("sample",),
+        aliases=("swag.posteriors.swag.SWAG",),
+        model_copy="base",
+        is_module=True,
+        library="SWAG",
+        docs=_SWAG,
+        notes="Builds its own model from the class it is given (base(*args, **kwargs)); "
+        "collect_model(model) adds the model's parameters to an equal-weight running mean "
+        "(and second moment); sample(scale) writes mean + scale * noise into that model, "
+        "sample(0.0) the SWA mean. Its BatchNorm statistics are never averaged: "
+        "bn_update(loader, swag_model) must follow each sample().",
+    ),
+    ApiSpec(
+        "swag.utils.bn_update",
+        Role.BN_UPDATE,
+        params=("loader", "model", "verbose", "subset"),
+        var_kwargs=True,
+        defaults={"loader": REQUIRED, "model": REQUIRED, "verbose": False, "subset": None},
+        library="SWAG",
+        docs=_SWAG,
     ),
     # timm ------------------------------------------------------------------------------------
     ApiSpec(
@@ -1148,8 +1184,35 @@ API_SPECS: tuple[ApiSpec, ...] = (
         shadow="averaged_model",
         library="k-diffusion",
         docs="https://github.com/crowsonkb/k-diffusion",
-        notes="The decay usually comes from EMAWarmup.get_value() (a warmup schedule whose "
-        "max_value is the ceiling), which is not a constant and is not judged.",
+        notes="The decay usually comes from EMAWarmup.get_value() (a warmup schedule): "
+        "it is judged by the schedule's max_value, the ceiling its ramp approaches.",
+    ),
+    ApiSpec(
+        "k_diffusion.utils.EMAWarmup",
+        Role.EMA_SCHEDULE,
+        params=("inv_gamma", "power", "min_value", "max_value", "start_at", "last_epoch"),
+        defaults={
+            "inv_gamma": 1.0,
+            "power": 1.0,
+            "min_value": 0.0,
+            "max_value": 1.0,
+            "start_at": 0,
+            "last_epoch": 0,
+        },
+        weight=Weight(
+            "max_value",
+            Side.OLD,
+            1.0,
+            ramps=(Ramp(RampKind.INV_GAMMA_POWER, gamma=("inv_gamma", 1.0), power=("power", 1.0)),),
+        ),
+        update_methods=("step",),
+        value_methods=("get_value",),
+        library="k-diffusion",
+        docs="https://github.com/crowsonkb/k-diffusion",
+        notes="get_value() is 1 - (1 + t / inv_gamma) ** -power clamped to [min_value, "
+        "max_value]: the decay to pass to ema_update. With max_value=1 (its default, as in "
+        "k-diffusion's configs with power 2/3 or 3/4) the ramp itself is the horizon and "
+        "is not judged.",
     ),
     ApiSpec(
         "lightly.models.utils.update_momentum",

@@ -19,9 +19,12 @@ Paths followed:
 - ``args.x`` where ``x`` is the destination of an ``add_argument`` of the module (dashes to
   underscores, ``dest=``, ``set_defaults``, string defaults converted by ``type=``), the
   parser being built anywhere in the module;
-- ``cfg.x`` where ``cfg`` is an instance of a dataclass / attrs / pydantic class of the
-  module (constructed in the module, or a parameter annotated with it): the constructor
-  argument, else the field default; nested ``cfg.ema.decay`` through ``default_factory``;
+- ``cfg.x`` where ``cfg`` is an instance of a dataclass / attrs / pydantic / NamedTuple /
+  flax struct / equinox class of the module (constructed in the module, or a parameter
+  annotated with it): the constructor argument, else the field default; nested
+  ``cfg.ema.decay`` through ``default_factory``; ``self.x`` in a method of such a class,
+  as a parameter of its generated ``__init__``: what every construction passes (``Cls(...)``,
+  flax ``Cls.create(...)``), else the default;
 - ``Class.NAME`` and ``self.NAME`` class constants, ``self.x`` assigned once in the class;
 - dict literals and ``dict(...)``: ``config["k"]``, ``config.get("k", default)``, nested.
 
@@ -78,6 +81,15 @@ class Value:
     # halflife_nimg)``): the batch-aware form the StyleGAN and EDM recipes use;
     # "schedule-start" when it is where a rising schedule starts (its lowest value).
     form: str = ""
+    # For a value computed from one literal and numbers written in the expression itself
+    # (``1 - x`` with ``x = 0.01``, ``1.0 - DECAY``): that literal, the one to change.
+    # ``origin`` stays None (editing it does not set the value to a number).
+    source: cst.BaseExpression | None = None
+
+    @property
+    def written(self) -> cst.BaseExpression | None:
+        """The literal the value is written in: its ``origin``, else its ``source``."""
+        return self.origin if self.origin is not None else self.source
 
     @property
     def number(self) -> float | None:
@@ -145,6 +157,16 @@ _DATACLASS_DECORATORS = {
     "chex.dataclass",
 }
 _DATACLASS_BASES = {"BaseModel", "BaseSettings", "NamedTuple", "PretrainedConfig"}
+# Bases whose last name is too common to trust alone (``eqx.Module`` is no ``nn.Module``):
+# recognised only through the imports.
+_DATACLASS_QUALIFIED_BASES = {
+    "equinox.Module",
+    "flax.struct.PyTreeNode",
+    "flax.training.train_state.TrainState",
+}
+# Class methods of a dataclass-like base that construct an instance from keywords
+# (flax ``TrainState.create(apply_fn=..., params=..., tx=..., **fields)``).
+_KEYWORD_CONSTRUCTORS = {"flax.training.train_state.TrainState": "create"}
 _FIELD_FUNCTIONS = {"field", "ib", "attrib", "Field"}
 # Methods that return their receiver (``EMA(model).to(device)`` is still an ``EMA``).
 # How many of the module's classes a class's bases are followed through.
@@ -669,9 +691,10 @@ class ValueResolver:
                 return None
             if isinstance(node.operator, cst.Minus):
                 origin = node if inner.origin is node.expression else None
-                return Value(-inner.value, origin, inner.via, inner.shared)  # type: ignore[operator]
+                source = None if origin is not None else inner.written
+                return Value(-inner.value, origin, inner.via, inner.shared, source=source)  # type: ignore[operator]
             if isinstance(node.operator, cst.Plus):
-                return Value(inner.value, None, inner.via, inner.shared)
+                return Value(inner.value, None, inner.via, inner.shared, source=inner.written)
             return None
         if isinstance(node, cst.BinaryOperation):
             return self._resolve_binary(node, depth)
@@ -702,7 +725,17 @@ class ValueResolver:
         form = left.form or right.form
         if isinstance(node.operator, cst.Power) and left.value in (0.5, 2):
             form = "half-life-samples" if self._per_samples(node.right, depth) else "half-life"
-        return Value(result, None, left.via or right.via, left.shared or right.shared, form)
+        # ``1 - x``: the literal behind ``x`` is what sets the value; the ``1`` is part of
+        # the formula written here.
+        source = None
+        left_literal = literal_number(node.left) is not None
+        right_literal = literal_number(node.right) is not None
+        if left_literal and not right_literal:
+            source = right.written
+        elif right_literal and not left_literal:
+            source = left.written
+        via, shared = left.via or right.via, left.shared or right.shared
+        return Value(result, None, via, shared, form, source)
 
     def _per_samples(self, exponent: cst.BaseExpression, depth: int) -> bool:
         """``batch / halflife_nimg``: a half-life counted in samples, with the batch size
@@ -1398,6 +1431,8 @@ class ValueResolver:
 
     def _self_attribute(self, cls: cst.ClassDef, attr: str, depth: int) -> Value | None:
         assigned = self._self_attributes(cls).get(attr)
+        if not assigned and _is_dataclass(cls, self):
+            return self._own_field(cls, attr, depth)
         if not assigned or len(assigned) != 1 or assigned[0] is None:
             return None
         inner = self._resolve(assigned[0], depth + 1)
@@ -1494,13 +1529,20 @@ class ValueResolver:
         return classes[0]
 
     def _field_expression(self, obj: _Instance, attr: str) -> cst.BaseExpression | None:
-        """The expression that sets field ``attr``: the constructor argument, else its default."""
+        """The expression that sets field ``attr``: the constructor argument, else its default.
+        Positions follow the ``__init__`` fields in order (``field(init=False)`` is none);
+        a class of the module under it may add fields before them, so its positions are
+        unknown, and a keyword constructor (``TrainState.create``) takes no positions."""
         fields = _dataclass_fields(obj.cls)
-        names = [name for name, _ in fields]
-        if attr not in names:
+        if attr not in [name for name, _ in fields]:
             return None
+        names = [name for name, default in fields if _init_field(default)]
+        if len(self.lineage(obj.cls)) > 1:
+            names = []
         call = obj.call
         if call is not None:
+            if isinstance(call.func, cst.Attribute):
+                names = []  # ``TrainState.create(...)``: keywords only
             position = 0
             for arg in call.args:
                 if arg.star:
@@ -1511,8 +1553,70 @@ class ValueResolver:
                     continue
                 if position < len(names) and names[position] == attr:
                     return arg.value
+                if not names:
+                    return None  # a position that may be the field
                 position += 1
         return dict(fields)[attr]
+
+    def _constructions(self, cls: cst.ClassDef) -> list[cst.Call] | None:
+        """The module's calls that make an instance of the dataclass-like ``cls``:
+        ``Cls(...)``, and ``Cls.create(...)`` for a flax ``TrainState``. None when an
+        instance may be of a subclass of the module."""
+        if self.subclasses(cls):
+            return None
+        name = cls.name.value
+        calls = self._calls()
+        found = [c for c in calls.get(name, []) if isinstance(c.func, cst.Name)]
+        keyword_makers = {
+            method
+            for base in cls.bases
+            for qualified in self.imports.qualified_names(base.value)
+            for known, method in _KEYWORD_CONSTRUCTORS.items()
+            if qualified == known
+        }
+        for method in keyword_makers:
+            found.extend(
+                c
+                for c in calls.get(method, [])
+                if isinstance(c.func, cst.Attribute)
+                and isinstance(c.func.value, cst.Name)
+                and c.func.value.value == name
+            )
+        return found
+
+    def _replaced(self, attr: str) -> bool:
+        """``x.replace(attr=...)`` / ``dataclasses.replace(x, attr=...)``: an instance
+        with another value of the field is made."""
+        return any(
+            a.keyword is not None and a.keyword.value == attr
+            for c in self._calls().get("replace", [])
+            for a in c.args
+        )
+
+    def _own_field(self, cls: cst.ClassDef, attr: str, depth: int) -> Value | None:
+        """``self.decay`` in a method of a dataclass-like class whose field ``decay`` no
+        method assigns: what every construction in the module passes for the field (as
+        for a parameter of ``__init__``), else the field's default."""
+        if "__init__" in self._scope_table().get(id(cls), {}):
+            return None  # its own ``__init__``: read as a plain class
+        fields = dict(_dataclass_fields(cls))
+        if attr not in fields or not _init_field(fields[attr]):
+            return None
+        calls = self._constructions(cls)
+        if calls is None or self._replaced(attr):
+            return None
+        values: list[Value | None] = []
+        for call in calls or [None]:  # type: ignore[list-item]
+            values.append(self._field_value(_Instance(cls, call), attr, depth))
+        if any(v is None for v in values):
+            return None
+        first = values[0]
+        assert first is not None
+        if any(v.value != first.value for v in values if v is not None):
+            return None
+        if len(values) == 1:
+            return first
+        return Value(first.value, None, first.via or f"self.{attr}", True, first.form)
 
     def _field_value(self, obj: _Instance, attr: str, depth: int) -> Value | None:
         expr = self._field_expression(obj, attr)
@@ -1979,7 +2083,26 @@ def _is_dataclass(cls: cst.ClassDef, resolver: ValueResolver) -> bool:
         name = dotted_name(base.value)
         if name is not None and name.rsplit(".", 1)[-1] in _DATACLASS_BASES:
             return True
+        if any(
+            q in _DATACLASS_QUALIFIED_BASES for q in resolver.imports.qualified_names(base.value)
+        ):
+            return True
     return False
+
+
+def _init_field(default: cst.BaseExpression | None) -> bool:
+    """Whether a field is a parameter of the generated ``__init__`` (not ``init=False``)."""
+    if not isinstance(default, cst.Call):
+        return True
+    if (dotted_name(default.func) or "").rsplit(".", 1)[-1] not in _FIELD_FUNCTIONS:
+        return True
+    return not any(
+        a.keyword is not None
+        and a.keyword.value == "init"
+        and isinstance(a.value, cst.Name)
+        and a.value.value == "False"
+        for a in default.args
+    )
 
 
 def _dataclass_fields(cls: cst.ClassDef) -> list[tuple[str, cst.BaseExpression | None]]:

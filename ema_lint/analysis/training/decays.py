@@ -115,6 +115,9 @@ class DecaySetting:
     # The value is written here and used in another module (``update_ema() in
     # engine.py:82``): the setting is judged at the call that hands it over.
     forwarded: str | None = None
+    # The call that uses a value written in another call (an ``ema_update(..., d)`` whose
+    # ``d`` is ``sched.get_value()`` of a warmup schedule): a related location.
+    used_by: cst.CSTNode | None = None
 
     @property
     def hand_made(self) -> bool:
@@ -262,11 +265,18 @@ class DecaySettings:
             # Written here (the literal), used in the module it is handed to.
             call = setting.bound.call
             return node, ((call, f"used by {setting.forwarded}: {_short(call)}"),)
-        if node is None or setting.definition or setting.site is not None:
+        if node is not None and setting.used_by is not None:
+            return node, ((setting.used_by, f"used here: {_short(setting.used_by)}"),)
+        if node is not None and (setting.definition or setting.site is not None):
+            return node, self._default_users(setting, node)
+        if node is None:
             return node, ()
-        literal = setting.value.origin if setting.value is not None else None
+        # The literal, or the one a computed value comes from (``1 - x``, ``1.0 - DECAY``).
+        literal = setting.value.written if setting.value is not None else None
         if literal is None or literal is node or index.order_of(literal) is None:
             return node, ()
+        if index.contains(node, literal):
+            return node, ()  # written in the expression itself (``decay=1 - 0.0001``)
         use = index.statement(node)
         if use is None or index.statement(literal) is use:
             return node, ()
@@ -276,12 +286,39 @@ class DecaySettings:
             use_node = node
         return literal, ((node, f"used here: {_short(use_node)}"),)
 
+    def _default_users(
+        self, setting: DecaySetting, default: cst.BaseExpression
+    ) -> tuple[tuple[cst.CSTNode, str], ...]:
+        """Where a parameter's default that a finding is reported on is used: the module's
+        calls that leave it (``update_ema(ema, model)`` in the loop), at most three; else
+        the update that reads it, when that is another statement."""
+        index = self.ctx.index
+        param = index.parent(default)
+        function = index.enclosing(param, cst.FunctionDef) if param is not None else None
+        found: list[tuple[cst.CSTNode, str]] = []
+        if isinstance(param, cst.Param) and isinstance(function, cst.FunctionDef):
+            name = param.name.value
+            for call in self.resolver.callers(function):
+                if _argument_for_default(self.resolver, function, param, call):
+                    found.append((call, f"leaves {name} at its default: {_short(call)}"))
+        if found:
+            return tuple(found[:3])
+        use = setting.expr
+        if use is None or use is default or index.order_of(use) is None:
+            return ()
+        statement = index.statement(use)
+        if statement is None or statement is index.statement(default):
+            return ()
+        if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+            return ((use, f"used here: {_short(statement.body[0])}"),)
+        return ((use, f"used here: {_short(use)}"),)
+
     # Building ----------------------------------------------------------------------------------
     def _setting(self, bound: BoundCall, objects: AveragingObjects | None) -> DecaySetting | None:
         spec = bound.averaging
         weight = spec.weight
-        if weight is None:
-            return None
+        if weight is None or spec.role is Role.EMA_SCHEDULE:
+            return None  # a schedule is judged where an update takes its value
         if weight.enabled_when is not None and not self._condition(bound, *weight.enabled_when):
             return None  # the averaging is off (Keras without use_ema=True)
         obj = objects.for_call(bound.call) if objects is not None else None
@@ -298,6 +335,9 @@ class DecaySettings:
         if expr is not None:
             value = self.resolver.resolve(expr)
             given = value.number if value is not None else None
+            schedule = self._schedule_of(expr) if value is None else None
+            if schedule is not None:
+                return self._scheduled(bound, schedule, obj, use)
         elif bound.is_default(weight.param) and weight.default is not None:
             given = weight.default
         decay = None
@@ -333,6 +373,78 @@ class DecaySettings:
             # judged at its use and reported where it is written, the default.
             setting.site = value.origin
         return setting
+
+    def _schedule_of(self, expr: cst.BaseExpression) -> BoundCall | None:
+        """The warmup schedule whose current value ``expr`` is: ``sched.get_value()``,
+        directly or through a name (or ``self.x``) assigned it once, of a ``sched`` made by
+        a schedule API of the table (k-diffusion ``EMAWarmup``)."""
+        node: cst.BaseExpression | None = expr
+        if isinstance(node, (cst.Name, cst.Attribute)):
+            node = self.resolver.assigned_value(node)
+        if not (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and not node.args
+            and isinstance(node.func.value, (cst.Name, cst.Attribute))
+        ):
+            return None
+        maker = self.resolver.assigned_value(node.func.value)
+        if maker is None:
+            return None
+        schedule = self.ctx.get(BoundCalls).bound(maker)
+        if (
+            schedule is None
+            or schedule.spec.role is not Role.EMA_SCHEDULE
+            or node.func.attr.value not in schedule.spec.value_methods
+        ):
+            return None
+        return schedule
+
+    def _scheduled(
+        self,
+        bound: BoundCall,
+        schedule: BoundCall,
+        obj: AveragingObject | None,
+        use: Use,
+    ) -> DecaySetting | None:
+        """The setting of an update given a warmup schedule's value: the schedule's ceiling
+        (``max_value``), judged with the update's object, use and interval, and reported
+        where the ceiling is written with the update as the related location. A ceiling of
+        one (k-diffusion's default) leaves the ramp itself as the horizon: not judged."""
+        weight = schedule.spec.weight
+        assert weight is not None
+        expr = schedule.value(weight.param)
+        value: Value | None = None
+        given: float | None = None
+        if expr is not None:
+            value = self.resolver.resolve(expr)
+            given = value.number if value is not None else None
+        elif schedule.is_default(weight.param):
+            given = weight.default
+        if given is None or given >= 1.0:
+            return None
+        decay = given if weight.side is Side.OLD else 1.0 - given
+        ramp, ramp_unknown = self._ramp(schedule, weight)
+        interval, interval_expr, from_guard, spec_interval = self._interval(bound, obj)
+        return DecaySetting(
+            schedule,
+            schedule.spec,
+            weight,
+            expr,
+            value,
+            given,
+            decay,
+            ramp,
+            ramp_unknown,
+            interval,
+            interval_expr,
+            from_guard,
+            obj,
+            use,
+            spec_interval,
+            self.resolver,
+            used_by=bound.call,
+        )
 
     def _is_parameter_default(self, origin: cst.BaseExpression | None, use: cst.CSTNode) -> bool:
         if origin is None or self.ctx.index.contains(use, origin):
@@ -1073,6 +1185,15 @@ def describe_interval(setting: DecaySetting) -> str:
         f" updated every {setting.interval} steps (a per-step decay of "
         f"{format_number(round(setting.step_decay, 8))})"
     )
+
+
+def _argument_for_default(
+    resolver: ValueResolver, function: cst.FunctionDef, param: cst.Param, call: cst.Call
+) -> bool:
+    """``call`` certainly leaves ``param`` at its default (no argument, no star)."""
+    if any(a.star for a in call.args):
+        return False
+    return resolver.argument_for(function, param, call) is None
 
 
 def _carrier(coefficient: Coefficient, side: Side) -> tuple[cst.BaseExpression, Side]:

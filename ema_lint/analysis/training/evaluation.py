@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from ema_lint.analysis.objects.apis import ApiSpec
 from ema_lint.analysis.objects.averaging import AveragingObject, AveragingObjects, Use
 from ema_lint.analysis.syntax.context import FileContext
 from ema_lint.analysis.training.loops import TrainingLoops
@@ -211,15 +212,18 @@ class EvaluationSites:
     def _called(self, call: cst.Call) -> None:
         func = call.func
         sampling = False
+        method = ""
         if isinstance(func, cst.Attribute) and func.attr.value == "forward":
             func = func.value
         elif isinstance(func, cst.Attribute) and func.attr.value in _SAMPLING:
-            func, sampling = func.value, True
+            func, sampling, method = func.value, True, func.attr.value
         if not isinstance(func, (cst.Name, cst.Attribute)):
             return
         obj = self._object(func)
         if obj is None:
             return
+        if method and obj.spec is not None and method in _api_methods(obj.spec):
+            return  # the API's own method (SWAG's ``sample()`` swaps weights in), no output
         if (
             isinstance(func, cst.Attribute)
             and func.attr.value not in _INNER_MODELS
@@ -367,3 +371,8 @@ class EvaluationSites:
             if passed is None or self._object(passed.value) is None:
                 return False
         return True
+
+
+def _api_methods(spec: ApiSpec) -> tuple[str, ...]:
+    """The methods an averaging API defines for its own state (not a model's sampling)."""
+    return (*spec.update_methods, *spec.apply_methods, *spec.store_methods)

@@ -222,6 +222,8 @@ class SwaAnalysis:
     def _buffers_averaged(self, obj: AveragingObject) -> bool | None:
         spec, bound = obj.spec, obj.bound
         assert spec is not None and bound is not None
+        if spec.buffers in ("yes", "no"):
+            return spec.buffers == "yes"  # the API decides, whatever the call says
         param, _, default = spec.buffers.partition(":")
         if not default:
             return None
@@ -699,6 +701,13 @@ class SwaAnalysis:
         )
 
     # Uses --------------------------------------------------------------------------------------
+    def applies(self, model: SwaModel) -> list[ModelUse]:
+        """The calls that put the average into the model where its API keeps it apart
+        (SWAG's ``sample()``: before it, the model holds weights of its own making)."""
+        spec = model.obj.spec
+        methods = spec.apply_methods if spec is not None else ()
+        return [u for u in self.uses(model) if u.kind == "method" and u.detail in methods]
+
     def uses(self, model: SwaModel) -> list[ModelUse]:
         """Where the averaged weights are used: called, passed on, saved, returned."""
         key = id(model)
