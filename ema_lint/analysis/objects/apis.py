@@ -180,6 +180,12 @@ class ApiSpec:
     # The attribute holding the averaged copy of the model (``ema.module``, ``ema.ema``,
     # ``ema.ema_model``); None when the API keeps only tensors or state, no model to run.
     model_copy: str | None = None
+    # The method that hands out the averaged copies to run (EDM2 ``ema.get()``), and whether
+    # it returns ``(copy, suffix)`` pairs (``for net, suffix in ema.get():``) rather than
+    # the copy itself. The copies are plain deepcopies of the source: they keep its mode
+    # (unless ``eval_on_init``) and its dtype.
+    copy_getter: str | None = None
+    getter_pairs: bool = False
     # The object is an ``nn.Module``: a module that stores it as an attribute holds it as a
     # child (its ``.parameters()`` and ``.train()`` reach the copy).
     is_module: bool = False
@@ -1172,11 +1178,14 @@ API_SPECS: tuple[ApiSpec, ...] = (
         defaults={"net": REQUIRED, "stds": None},
         update_methods=("update",),
         apply_methods=("get",),
+        copy_getter="get",
+        getter_pairs=True,
         source="net",
         library="EDM2",
         docs="https://github.com/NVlabs/edm2",
         notes="Post-hoc power-function EMAs: the profile is a relative std (sigma_rel), not a "
-        "decay; get() returns the averaged copies.",
+        "decay; get() returns (copy, suffix) pairs of the averaged copies, plain deepcopies "
+        "of net (in its mode and dtype: no eval(), no cast).",
     ),
     ApiSpec(
         "training.phema.TraditionalEMA",
@@ -1185,10 +1194,12 @@ API_SPECS: tuple[ApiSpec, ...] = (
         defaults={"net": REQUIRED, "halflife_Mimg": float("inf"), "rampup_ratio": 0.09},
         update_methods=("update",),
         apply_methods=("get",),
+        copy_getter="get",
         source="net",
         library="EDM2",
         docs="https://github.com/NVlabs/edm2",
-        notes="The horizon is a half-life in images (halflife_Mimg), not a decay.",
+        notes="The horizon is a half-life in images (halflife_Mimg), not a decay; get() "
+        "returns the averaged copy, a plain deepcopy of net (its mode and dtype).",
     ),
     ApiSpec(
         "ignite.handlers.EMAHandler",
