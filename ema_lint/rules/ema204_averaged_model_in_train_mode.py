@@ -34,7 +34,11 @@ class AveragedModelInTrainMode(Rule):
       so do the copies EDM2's ``PowerFunctionEMA`` / ``TraditionalEMA`` hand out from
       ``get()`` (plain deepcopies of ``net``, which EDM2 trains in train mode): ``for
       ema_net, suffix in ema.get():`` then ``ema_net(x)`` under ``torch.no_grad()`` runs
-      the average in train mode (EDM2 itself only pickles ``deepcopy(ema_net).eval()``);
+      the average in train mode (EDM2 itself only pickles ``deepcopy(ema_net).eval()``),
+      and so do those of a project class of that shape in another module (a list of
+      ``copy.deepcopy(net)`` kept by ``__init__``, a method returning ``[(copy, suffix)
+      for ... in zip(..., self.copies)]``; eval mode when the copies' chain says
+      ``.eval()``);
     - timm ``ModelEma*``, ultralytics/YOLOX ``ModelEMA`` and EDM-style
       ``deepcopy(net).eval()`` copies are in eval mode at construction, unless ``.train()``
       reaches them later, for example through a parent module's ``.train()`` when the EMA
