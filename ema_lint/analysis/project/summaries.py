@@ -858,13 +858,13 @@ class _Extractor:
             ):
                 continue
             node: cst.BaseExpression = value.elt
-            evaluated = False
+            evaluated: bool | None = None  # the outermost mode call is the last applied
             while (
                 isinstance(node, cst.Call)
                 and isinstance(node.func, cst.Attribute)
                 and node.func.attr.value != "deepcopy"
             ):
-                if node.func.attr.value in ("eval", "train"):
+                if evaluated is None and node.func.attr.value in ("eval", "train"):
                     evaluated = node.func.attr.value == "eval"
                 node = node.func.value
             if not (
@@ -875,7 +875,7 @@ class _Extractor:
                 and node.args[0].value.value in params
             ):
                 continue
-            lists[target.attr.value] = (node.args[0].value.value, evaluated)
+            lists[target.attr.value] = (node.args[0].value.value, bool(evaluated))
         if not lists:
             return
         for name, method in methods.items():
