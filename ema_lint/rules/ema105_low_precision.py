@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ..analysis.objects.apis import semantics_table
-from ..analysis.objects.averaging import AveragingObject, AveragingObjects, Use
+from ..analysis.objects.averaging import AveragingObject, AveragingObjects, Method, Use
 from ..analysis.objects.horizon import format_number
 from ..analysis.objects.triggers import UPDATE_EVIDENCE
 from ..analysis.objects.updates import InPlaceUpdate, InPlaceUpdates
@@ -43,6 +43,18 @@ def _half_name(value: Value) -> str | None:
     return None
 
 
+def _model_of(source: cst.BaseExpression, more: tuple[str, ...] = ()) -> cst.Name | None:
+    """The model an API is given: ``model``, or ``model`` of ``model.parameters()``."""
+    if (
+        isinstance(source, cst.Call)
+        and not source.args
+        and isinstance(source.func, cst.Attribute)
+        and source.func.attr.value in ("parameters", "state_dict", *more)
+    ):
+        source = source.func.value
+    return source if isinstance(source, cst.Name) else None
+
+
 class LowPrecisionEma(Rule):
     """
     ## What it finds
@@ -58,16 +70,28 @@ class LowPrecisionEma(Rule):
     ``ema = deepcopy(model)`` where ``model = build(..., torch_dtype=dtype)`` and ``dtype``
     is half precision (followed through dtype converters and config defaults such as
     ``to_torch_dtype(cfg.get("dtype", "bf16"))``), ``model = net.half()`` or a
-    ``model.half()`` on its own line (a module casts itself in place) before the copy; and a
-    hand-made shadow whose entries are made half (a dict filled with
-    ``p.detach().cpu().half()``, or clones of one) is updated in half precision wherever
-    it lives (one finding per loop of updates).
+    ``model.half()`` on its own line (a module casts itself in place) before the copy. The
+    same holds for the averaging APIs that deep-copy (or clone) the model they are given,
+    in its dtype: ``AveragedModel(model)`` (an EMA, and an equal-weight SWA mean, whose
+    ``1/(n+1)`` steps round away just the same), timm ``ModelEma`` / ``ModelEmaV2`` /
+    ``ModelEmaV3`` without ``dtype=``, ema-pytorch ``EMA`` without its own ``ema_model=``,
+    diffusers ``EMAModel(unet.parameters())``, ``torch_ema``, mmengine, ultralytics/YOLOX,
+    EDM2's ``PowerFunctionEMA``: built from a model made or cast to half precision
+    (``model = build().cuda().bfloat16()``, ``unet.to(device, dtype=torch.float16)``), the
+    average is in half precision. A hand-made shadow whose entries are made half (a dict
+    filled with ``p.detach().cpu().half()``, clones of one, or clones of the
+    ``state_dict()`` / ``parameters()`` of a half-precision model) is updated in half
+    precision wherever it lives (one finding per loop of updates).
 
     Silent for timm ``ModelEmaV3`` in bfloat16 with its default stochastic rounding, which
     is designed for that, and for a cast that comes after every update of the copy in the
     module (half precision for export or inference once training is done), and for a
     copy of a half model that is cast back (``deepcopy(model).to(torch.float32)``,
-    ``ema.float()``).
+    ``ema.float()``, ``AveragedModel(model).to(torch.float32)``), for a shadow whose clones
+    are cast to float (``v.detach().float().clone()``), for an API given its own dtype
+    (``ModelEmaV3(model, dtype=torch.float32)``) or its own copy (ema-pytorch
+    ``ema_model=``), for a model cast to half only after the average was made of it, and
+    for mixed precision (``torch.autocast``), which keeps the weights in float32.
 
     ## Why it hurts training
     Each update moves the average by ``(1 - decay) * (weights - average)``: with a decay
@@ -101,7 +125,50 @@ class LowPrecisionEma(Rule):
     ``dtype`` argument of ``.to(device, dtype=...)``, a ``.half()`` in a chain, or a
     ``ema.half()`` statement), keeping any device move; the copy stays in the precision it
     was created in. Otherwise unsafe: the ``dtype=`` argument of the API becomes
-    ``torch.float32``, or the copy of a half-precision model is cast back with ``.float()``.
+    ``torch.float32`` (or is added, for a ``ModelEmaV3`` made of a half model), or the copy
+    of a half-precision model is cast back with ``.float()``. No fix for the other APIs
+    made of a half model: several of them average with fused ``_foreach`` ops that need
+    the copy and the model in one dtype, so a cast of the copy alone can break the update;
+    keep the model's master weights in float32 (mixed precision) or give the API a float32
+    copy where it takes one.
+
+    ## Shapes
+    Each shape real training code uses, reported and silent.
+
+    ### An averaging API made of a half-precision model
+    The API copies the model as it is: cast to bfloat16 before, the average is bfloat16.
+    ```python
+    from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+    model = build().cuda().bfloat16()
+    ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(0.999))
+    ```
+    ```python
+    from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+    model = build().cuda()
+    ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(0.999))
+    ```
+
+    ### A shadow dict cloned from a half-precision model
+    ```python
+    import torch
+
+    model = build().cuda().half()
+    shadow = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        for k, v in model.state_dict().items():
+            shadow[k].mul_(0.999).add_(v, alpha=0.001)
+    ```
+    ```python
+    import torch
+
+    model = build().cuda().half()
+    shadow = {k: v.detach().float().clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        for k, v in model.state_dict().items():
+            shadow[k].mul_(0.999).add_(v.float(), alpha=0.001)
+    ```
     """
 
     code = "EMA105"
@@ -125,6 +192,7 @@ class LowPrecisionEma(Rule):
                 continue
             self._api_dtype(obj)
             self._copied_from_half(obj)
+            self._wrapped_half(obj)
         self._half_updates(objects)
         for call in self.ctx.nodes(cst.Call):
             func = call.func
@@ -186,6 +254,8 @@ class LowPrecisionEma(Rule):
             if decay is None
             else (f"{format_number(round(1 - decay, 8))} of the difference")
         )
+        if obj.kind is Method.SWA:
+            step = "1/(n+1) of the difference after n models"
         when = "" if always else " in some runs"
         source = f" (through {via})" if via else ""
         return (
@@ -272,6 +342,52 @@ class LowPrecisionEma(Rule):
                 Edit.replace(deepcopy, cst.Call(cst.Attribute(deepcopy, cst.Name("float")))),
             ),
         )
+
+    def _wrapped_half(self, obj: AveragingObject) -> None:
+        """``ema = AveragedModel(model)`` (or timm ``ModelEmaV2``, ema-pytorch ``EMA``,
+        diffusers ``EMAModel(model.parameters())``...) of a model built or cast to half
+        precision: the API copies (or clones) its source in the source's dtype. Silent when
+        the API is given its own dtype or its own copy, when the copy is cast back to
+        float, and for timm ``ModelEmaV3`` in bfloat16 with stochastic rounding."""
+        spec, bound = obj.spec, obj.bound
+        if spec is None or bound is None or not spec.copies_source or obj.source is None:
+            return
+        for own in (spec.dtype, spec.own_copy):
+            if own is not None and not bound.is_default(own):
+                return
+        model = _model_of(obj.source)
+        if model is None:
+            return
+        value = self._value_before(model, obj.creation)
+        dtype = self._built_half(value) if value is not None else None
+        if dtype is None:
+            dtype = self._cast_in_place_before(model, obj.creation, value)
+        if dtype is None or self._stochastic_rounding(obj, dtype[0]) or self._cast_to_float(obj):
+            return
+        via = f"{model.value}, built in {dtype[0].replace('torch.', '')}"
+        fix = None
+        reference = self.ctx.get(ImportTable).local_reference("torch.float32")
+        call = bound.call
+        if spec.dtype is not None and reference is not None and isinstance(call, cst.Call):
+            # timm ModelEmaV3 keeps its copy in the dtype it is given.
+            added = cst.Arg(
+                cst.parse_expression(reference),
+                keyword=cst.Name(spec.dtype),
+                equal=cst.AssignEqual(
+                    whitespace_before=cst.SimpleWhitespace(""),
+                    whitespace_after=cst.SimpleWhitespace(""),
+                ),
+            )
+            args = list(call.args)
+            if args:
+                args[-1] = args[-1].with_changes(
+                    comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+                )
+            fix = Fix.unsafe(
+                f"Keep the average in float32 ({spec.dtype}=)",
+                Edit.replace(call, call.with_changes(args=[*args, added])),
+            )
+        self.report(obj.source, self._message(obj, dtype[0], dtype[1], via=via), fix)
 
     def _cast_in_place_before(
         self, name: cst.Name, at: cst.CSTNode, value: cst.BaseExpression | None
@@ -438,6 +554,15 @@ class LowPrecisionEma(Rule):
                 and inner.func.attr.value in ("items", "values")
             ):
                 inner = inner.func.value
+            model = _model_of(inner, ("named_parameters",))
+            if model is not None and model is not inner:
+                # ``{k: v.detach().clone() for k, v in model.state_dict().items()}`` of a
+                # model built or cast to half precision: clones keep its dtype.
+                value = self._value_before(model, expr)
+                dtype = self._built_half(value) if value is not None else None
+                if dtype is None:
+                    dtype = self._cast_in_place_before(model, expr, value)
+                return dtype[0] if dtype is not None and dtype[1] else None
             return self._half_entries(inner, updates, depth + 1)
         return None
 

@@ -31,6 +31,14 @@ class AveragedModelInTrainMode(Rule):
 
     - ``copy.deepcopy(model)``, ``AveragedModel``, ema-pytorch's ``EMA`` and mmengine's
       averaged models copy the online model, usually in train mode, and keep that mode;
+      so do the copies EDM2's ``PowerFunctionEMA`` / ``TraditionalEMA`` hand out from
+      ``get()`` (plain deepcopies of ``net``, which EDM2 trains in train mode): ``for
+      ema_net, suffix in ema.get():`` then ``ema_net(x)`` under ``torch.no_grad()`` runs
+      the average in train mode (EDM2 itself only pickles ``deepcopy(ema_net).eval()``),
+      and so do those of a project class of that shape in another module (a list of
+      ``copy.deepcopy(net)`` kept by ``__init__``, a method returning ``[(copy, suffix)
+      for ... in zip(..., self.copies)]``; eval mode when the copies' chain says
+      ``.eval()``);
     - timm ``ModelEma*``, ultralytics/YOLOX ``ModelEMA`` and EDM-style
       ``deepcopy(net).eval()`` copies are in eval mode at construction, unless ``.train()``
       reaches them later, for example through a parent module's ``.train()`` when the EMA
@@ -205,10 +213,50 @@ class AveragedModelInTrainMode(Rule):
             pl_module.log("ema_out", out.mean())
     ```
 
+    ### The copies EDM2's post-hoc EMA hands out
+    ``PowerFunctionEMA.get()`` returns ``(copy, suffix)`` pairs; the copies are the
+    deepcopies made from ``net`` at construction, in its mode. An ``ema_net.eval()`` in
+    the loop over them sticks (``get()`` hands out the same copies each time); copying
+    them into an eval-mode snapshot is not an evaluation.
+    ```python
+    import torch
+    from training.phema import PowerFunctionEMA
+
+    net.train()
+    ema = PowerFunctionEMA(net=net, stds=[0.050, 0.100])
+    for step, images in enumerate(loader):
+        (net(images) - images).square().mean().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        ema.update(cur_nimg=step * 64, batch_size=64)
+        if step % 1000 == 0:
+            for ema_net, suffix in ema.get():
+                with torch.no_grad():
+                    print(suffix, ema_net(probe).square().mean().item())
+    ```
+    ```python
+    import torch
+    from training.phema import PowerFunctionEMA
+
+    net.train()
+    ema = PowerFunctionEMA(net=net, stds=[0.050, 0.100])
+    for step, images in enumerate(loader):
+        (net(images) - images).square().mean().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        ema.update(cur_nimg=step * 64, batch_size=64)
+        if step % 1000 == 0:
+            for ema_net, suffix in ema.get():
+                ema_net.eval()
+                with torch.no_grad():
+                    print(suffix, ema_net(probe).square().mean().item())
+    ```
+
     ## Fix
     Safe: ``<name>.eval()`` is inserted, with the same indentation, directly before the
     statement that evaluates the copy, or before the ``with torch.no_grad():`` block (or
-    the loop over the validation loader) that holds the evaluation. When the copy reaches
+    the loop over the validation loader) that holds the evaluation, but inside the loop
+    that binds the copy's name (``for ema_net, suffix in ema.get():``). When the copy reaches
     the evaluation as the parameter of a function of the module that every caller gives
     an averaged copy, the call goes at the top of that function instead. The copy's
     updates do not depend on its mode, so putting it in eval mode changes nothing else.

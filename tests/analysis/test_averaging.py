@@ -454,3 +454,33 @@ def train(model, other, loader, meters):
         found.shadow_name(u): found.averages_weights(u) for o in found.objects for u in o.inplace
     }
     assert judged == {"ema_model": True, "target": True}
+
+
+def test_copies_handed_out_by_a_getter_refer_to_the_api_object() -> None:
+    ctx, found = objects(
+        """
+from training.phema import PowerFunctionEMA, TraditionalEMA
+
+ema = PowerFunctionEMA(net=net, stds=[0.05, 0.1])
+for ema_net, suffix in ema.get():
+    ema_net(x)
+pairs = ema.get()
+for copy_net, tag in pairs:
+    copy_net(x)
+    tag(x)
+single = TraditionalEMA(net)
+averaged = single.get()
+averaged(x)
+for whole in ema.get():
+    whole(x)
+"""
+    )
+    power = by_name(found, "ema")
+    single = by_name(found, "single")
+    called = {ctx.code(c.func): found.for_expression(c.func) for c in ctx.nodes(cst.Call)}
+    assert called["ema_net"] is power
+    assert called["copy_net"] is power
+    assert called["averaged"] is single
+    # The suffix of a pair, and a pair itself, are not the copy.
+    assert called["tag"] is None
+    assert called["whole"] is None

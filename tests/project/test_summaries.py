@@ -379,3 +379,45 @@ def test_a_model_training_its_own_momentum_encoder_is_no_averaging_class() -> No
         ("Wide", ("x1", "x2", "m"), "m", True),
     }
     assert {f.line for f in summary.forwarded} == {20}  # the call handing it on
+
+
+def test_a_class_handing_out_pairs_of_copies_records_its_getter() -> None:
+    found = _summary(
+        """
+import copy
+
+class PostHoc:
+    def __init__(self, net, stds=(0.05, 0.1)):
+        self.net = net
+        self.stds = stds
+        self.emas = [copy.deepcopy(net) for _ in stds]
+
+    def update(self, nimg, batch):
+        for std, ema in zip(self.stds, self.emas):
+            for p, e in zip(self.net.parameters(), ema.parameters()):
+                e.lerp_(p, 0.001)
+
+    def get(self):
+        return [(ema, f"-{std}") for std, ema in zip(self.stds, self.emas)]
+
+
+class Frozen(PostHoc):
+    def __init__(self, net, stds=(0.05,)):
+        self.net = net
+        self.stds = stds
+        self.emas = [copy.deepcopy(net).train().eval() for _ in stds]
+
+    def update(self, nimg, batch):
+        for std, ema in zip(self.stds, self.emas):
+            for p, e in zip(self.net.parameters(), ema.parameters()):
+                e.lerp_(p, 0.001)
+
+    def get(self):
+        return [(ema, std) for std, ema in zip(self.stds, self.emas)]
+"""
+    )
+    classes = {c.name: c for c in found.classes}
+    post = classes["PostHoc"]
+    assert (post.copy_getter, post.getter_pairs, post.source) == ("get", True, "net")
+    assert not post.eval_on_init
+    assert classes["Frozen"].eval_on_init

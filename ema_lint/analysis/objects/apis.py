@@ -183,6 +183,18 @@ class ApiSpec:
     # The attribute holding the averaged copy of the model (``ema.module``, ``ema.ema``,
     # ``ema.ema_model``); None when the API keeps only tensors or state, no model to run.
     model_copy: str | None = None
+    # The method that hands out the averaged copies to run (EDM2 ``ema.get()``), and whether
+    # it returns ``(copy, suffix)`` pairs (``for net, suffix in ema.get():``) rather than
+    # the copy itself. The copies are plain deepcopies of the source: they keep its mode
+    # (unless ``eval_on_init``) and its dtype.
+    copy_getter: str | None = None
+    getter_pairs: bool = False
+    # The averaged copy is a deepcopy (or the tensors clones) of the source as passed: it
+    # has the source's dtype, so a half-precision model gives a half-precision average
+    # (unless ``dtype`` sets its own). ``own_copy``: the argument that passes a ready-made
+    # copy instead (ema-pytorch ``ema_model=``), whose dtype is its own.
+    copies_source: bool = False
+    own_copy: str | None = None
     # The object is an ``nn.Module``: a module that stores it as an attribute holds it as a
     # child (its ``.parameters()`` and ``.train()`` reach the copy).
     is_module: bool = False
@@ -428,6 +440,7 @@ def _mm_ema(qualname: str, aliases: tuple[str, ...], registry: tuple[str, ...], 
         update_methods=("update_parameters",),
         aliases=aliases,
         model_copy="module",
+        copies_source=True,
         is_module=True,
         frozen_on_init=True,
         registry_names=registry,
@@ -454,6 +467,7 @@ API_SPECS: tuple[ApiSpec, ...] = (
         update_methods=("update_parameters",),
         library="PyTorch",
         model_copy="module",
+        copies_source=True,
         is_module=True,
         docs=_TORCH_SWA,
         notes="Equal-weight mean unless avg_fn/multi_avg_fn is an EMA function; copy-first; "
@@ -553,6 +567,7 @@ API_SPECS: tuple[ApiSpec, ...] = (
         update_methods=("update",),
         aliases=("timm.utils.model_ema.ModelEma",),
         model_copy="ema",
+        copies_source=True,
         is_module=False,
         frozen_on_init=True,
         cpu_documented=True,
@@ -576,6 +591,7 @@ API_SPECS: tuple[ApiSpec, ...] = (
         apply_methods=("set",),
         aliases=("timm.utils.model_ema.ModelEmaV2",),
         model_copy="module",
+        copies_source=True,
         is_module=True,
         frozen_on_init=True,
         cpu_documented=True,
@@ -636,6 +652,7 @@ API_SPECS: tuple[ApiSpec, ...] = (
         apply_methods=("set",),
         aliases=("timm.utils.model_ema.ModelEmaV3",),
         model_copy="module",
+        copies_source=True,
         is_module=True,
         frozen_on_init=True,
         cpu_documented=True,
@@ -691,6 +708,7 @@ API_SPECS: tuple[ApiSpec, ...] = (
         store_methods=("store",),
         restore_methods=("restore",),
         library="diffusers",
+        copies_source=True,
         docs="https://huggingface.co/docs/diffusers/main/en/api/training_utils",
         notes="Always ramps: decay is only the ceiling. Call step() once per optimizer step.",
     ),
@@ -748,6 +766,8 @@ API_SPECS: tuple[ApiSpec, ...] = (
         update_methods=("update",),
         aliases=("ema_pytorch.ema_pytorch.EMA",),
         model_copy="ema_model",
+        copies_source=True,
+        own_copy="ema_model",
         is_module=True,
         frozen_on_init=True,
         cpu_offload=("allow_different_devices", True),
@@ -800,6 +820,7 @@ API_SPECS: tuple[ApiSpec, ...] = (
         restore_methods=("restore",),
         aliases=("torch_ema.ema.ExponentialMovingAverage",),
         library="torch-ema",
+        copies_source=True,
         docs="https://github.com/fadel/pytorch_ema",
     ),
     # Lightning -------------------------------------------------------------------------------
@@ -908,6 +929,7 @@ API_SPECS: tuple[ApiSpec, ...] = (
         update_methods=("update_parameters",),
         aliases=("mmengine.model.averaged_model.StochasticWeightAverage",),
         model_copy="module",
+        copies_source=True,
         is_module=True,
         frozen_on_init=True,
         registry_names=("StochasticWeightAverage",),
@@ -970,6 +992,7 @@ API_SPECS: tuple[ApiSpec, ...] = (
             "yolov5.utils.torch_utils.ModelEMA",
         ),
         model_copy="ema",
+        copies_source=True,
         frozen_on_init=True,
         accepts_wrapped=True,
         library="ultralytics / yolov5",
@@ -988,6 +1011,7 @@ API_SPECS: tuple[ApiSpec, ...] = (
         update_methods=("update",),
         aliases=("yolox.utils.ema.ModelEMA",),
         model_copy="ema",
+        copies_source=True,
         frozen_on_init=True,
         accepts_wrapped=True,
         library="YOLOX",
@@ -1159,6 +1183,7 @@ API_SPECS: tuple[ApiSpec, ...] = (
         store_methods=("store",),
         restore_methods=("restore",),
         library="CompVis latent diffusion",
+        copies_source=True,
         docs="https://github.com/CompVis/stable-diffusion",
     ),
     ApiSpec(
@@ -1235,11 +1260,15 @@ API_SPECS: tuple[ApiSpec, ...] = (
         defaults={"net": REQUIRED, "stds": None},
         update_methods=("update",),
         apply_methods=("get",),
+        copy_getter="get",
+        getter_pairs=True,
         source="net",
         library="EDM2",
+        copies_source=True,
         docs="https://github.com/NVlabs/edm2",
         notes="Post-hoc power-function EMAs: the profile is a relative std (sigma_rel), not a "
-        "decay; get() returns the averaged copies.",
+        "decay; get() returns (copy, suffix) pairs of the averaged copies, plain deepcopies "
+        "of net (in its mode and dtype: no eval(), no cast).",
     ),
     ApiSpec(
         "training.phema.TraditionalEMA",
@@ -1248,10 +1277,13 @@ API_SPECS: tuple[ApiSpec, ...] = (
         defaults={"net": REQUIRED, "halflife_Mimg": float("inf"), "rampup_ratio": 0.09},
         update_methods=("update",),
         apply_methods=("get",),
+        copy_getter="get",
         source="net",
         library="EDM2",
+        copies_source=True,
         docs="https://github.com/NVlabs/edm2",
-        notes="The horizon is a half-life in images (halflife_Mimg), not a decay.",
+        notes="The horizon is a half-life in images (halflife_Mimg), not a decay; get() "
+        "returns the averaged copy, a plain deepcopy of net (its mode and dtype).",
     ),
     ApiSpec(
         "ignite.handlers.EMAHandler",
@@ -1267,6 +1299,7 @@ API_SPECS: tuple[ApiSpec, ...] = (
         weight=Weight("momentum", Side.NEW, 0.0002),
         buffers="copied",
         model_copy="ema_model",
+        copies_source=True,
         source="model",
         aliases=("ignite.handlers.ema_handler.EMAHandler",),
         library="PyTorch-Ignite",

@@ -1112,6 +1112,8 @@ class AveragingObjects:
                         obj = memo[key] if key in memo else self._refer(binding.value, depth + 1)
                 elif binding.kind == "param" and binding.param is not None:
                     obj = self._param(binding, depth)
+                elif binding.loop is not None and not deep:
+                    obj = self._handed_out(binding, depth)
                 if obj is not None and obj not in found:
                     found.append(obj)
             return found[0] if len(found) == 1 else None
@@ -1154,6 +1156,13 @@ class AveragingObjects:
                 "bfloat16",
             ):
                 return self._refer(func.value, depth + 1)
+            if isinstance(func, cst.Attribute) and not node.args:
+                # ``ema.get()`` of an API that hands out its averaged copy (EDM2).
+                base = self._refer(func.value, depth + 1)
+                spec = base.spec if base is not None else None
+                if spec is not None and spec.copy_getter == func.attr.value:
+                    return None if spec.getter_pairs else base
+                return None
             if isinstance(func, cst.Name) and depth + 1 <= self.MAX_DEPTH:
                 memo = self._memo
                 for value in self._returned(func.value):
@@ -1163,6 +1172,32 @@ class AveragingObjects:
             return None
         if isinstance(node, cst.IfExp):
             return self._refer(node.body, depth + 1) or self._refer(node.orelse, depth + 1)
+        return None
+
+    def _handed_out(self, binding, depth: int) -> AveragingObject | None:
+        """The object whose averaged copy a loop variable takes: ``net`` in ``for net,
+        suffix in ema.get():`` (or over a name bound once to ``ema.get()``) when the API's
+        getter returns ``(copy, suffix)`` pairs."""
+        loop = binding.loop
+        sequence: cst.BaseExpression | None = loop.iter
+        for _ in range(3):
+            if not isinstance(sequence, cst.Name):
+                break
+            bound = self.resolver.bindings_of(sequence) or []
+            if len(bound) != 1 or bound[0].kind != "assign":
+                return None
+            sequence = bound[0].value
+        if not isinstance(sequence, cst.Call) or sequence.args:
+            return None
+        func = sequence.func
+        if not isinstance(func, cst.Attribute):
+            return None
+        base = self._refer(func.value, depth + 1)
+        spec = base.spec if base is not None else None
+        if spec is None or spec.copy_getter != func.attr.value:
+            return None
+        if spec.getter_pairs:
+            return base if binding.slot == 0 else None
         return None
 
     def _param(self, binding, depth: int) -> AveragingObject | None:

@@ -1115,6 +1115,13 @@ def class_spec(record: ClassSummary, qualname: str, where: str) -> ApiSpec | Non
         library=f"{PROJECT_LIBRARY}{where}",
         docs="",
     )
+    if record.copy_getter is not None:
+        fields.update(
+            copy_getter=record.copy_getter,
+            getter_pairs=record.getter_pairs,
+            source=record.source,
+            copies_source=True,
+        )
     if base is not None:
         if not record.params:
             fields.pop("params")

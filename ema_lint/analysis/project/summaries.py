@@ -121,6 +121,11 @@ class ClassSummary:
     restore_methods: list[str] = field(default_factory=list)
     in_place: bool = True
     unwraps: bool = False  # copies ``model.module`` of a DDP/DataParallel model itself
+    # A method handing out ``(copy, suffix)`` pairs of the deepcopies of ``source`` the
+    # class keeps in a list (EDM2's ``PowerFunctionEMA.get()`` shape).
+    copy_getter: str | None = None
+    getter_pairs: bool = False
+    source: str | None = None
 
 
 @dataclass
@@ -360,6 +365,39 @@ def summarize(
 def evaluation_name(name: str) -> bool:
     """A function name that says it evaluates, samples or generates."""
     return _EVAL_NAMES.search(name) is not None
+
+
+def _pairs_of(value: cst.BaseExpression | None, lists: dict[str, tuple[str, bool]]) -> str | None:
+    """The ``self`` list of copies a ``[(copy, ...) for ... in ...]`` pairs up, by name:
+    ``for ema in self.emas`` or ``for std, ema in zip(self.stds, self.emas)``."""
+    if not isinstance(value, cst.ListComp) or value.for_in.inner_for_in is not None:
+        return None
+    elt = value.elt
+    if not isinstance(elt, cst.Tuple) or len(elt.elements) < 2:
+        return None
+    if not isinstance(elt.elements[0].value, cst.Name):
+        return None
+    first = elt.elements[0].value.value
+    target, iterable = value.for_in.target, value.for_in.iter
+    sequence: cst.BaseExpression | None = None
+    if isinstance(target, cst.Name) and target.value == first:
+        sequence = iterable
+    elif (
+        isinstance(target, cst.Tuple)
+        and isinstance(iterable, cst.Call)
+        and dotted_name(iterable.func) == "zip"
+        and len(iterable.args) == len(target.elements)
+    ):
+        for element, arg in zip(target.elements, iterable.args, strict=True):
+            if isinstance(element.value, cst.Name) and element.value.value == first:
+                sequence = arg.value
+    if (
+        isinstance(sequence, cst.Attribute)
+        and dotted_name(sequence.value) == "self"
+        and sequence.attr.value in lists
+    ):
+        return sequence.attr.value
+    return None
 
 
 def _params(function: cst.FunctionDef, skip_self: bool) -> tuple[list[str], list[str], bool]:
@@ -651,6 +689,7 @@ class _Extractor:
             summary.buffers = self._buffers(cls, averaged, copies)
             summary.in_place = all(u.form != "assign" or u.shadow_container for u in averaged)
         if init is not None:
+            self._pairs_getter(summary, methods, init)
             self._placement(summary, init)
             summary.unwraps = self._unwraps(init)
             if summary.cpu and self._offloads(cls, init):
@@ -800,6 +839,59 @@ class _Extractor:
             if ".module" in text or "parallel" in text or "unwrap" in text:
                 return True
         return False
+
+    def _pairs_getter(
+        self, summary: ClassSummary, methods: dict[str, cst.FunctionDef], init: cst.FunctionDef
+    ) -> None:
+        """``self.emas = [copy.deepcopy(net) for _ in stds]`` in ``__init__`` and a method
+        ``get(self)`` returning ``[(ema, suffix) for std, ema in zip(self.stds,
+        self.emas)]``: the method hands out the copies, in the mode of ``net`` (or eval,
+        when the copy's chain says ``.eval()``)."""
+        params = {p.name.value for p in all_params(init)[1:]}
+        lists: dict[str, tuple[str, bool]] = {}
+        for assign in self.index.descendants(init, cst.Assign):
+            assert isinstance(assign, cst.Assign)
+            target = assign.targets[0].target
+            value = assign.value
+            if not (
+                len(assign.targets) == 1
+                and isinstance(target, cst.Attribute)
+                and dotted_name(target.value) == "self"
+                and isinstance(value, cst.ListComp)
+            ):
+                continue
+            node: cst.BaseExpression = value.elt
+            evaluated: bool | None = None  # the outermost mode call is the last applied
+            while (
+                isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Attribute)
+                and node.func.attr.value != "deepcopy"
+            ):
+                if evaluated is None and node.func.attr.value in ("eval", "train"):
+                    evaluated = node.func.attr.value == "eval"
+                node = node.func.value
+            if not (
+                isinstance(node, cst.Call)
+                and (dotted_name(node.func) or "").endswith("deepcopy")
+                and len(node.args) == 1
+                and isinstance(node.args[0].value, cst.Name)
+                and node.args[0].value.value in params
+            ):
+                continue
+            lists[target.attr.value] = (node.args[0].value.value, bool(evaluated))
+        if not lists:
+            return
+        for name, method in methods.items():
+            if name.startswith("_") or len(all_params(method)) != 1:
+                continue
+            for ret in self.index.descendants(method, cst.Return):
+                held = _pairs_of(ret.value, lists)  # type: ignore[attr-defined]
+                if held is None:
+                    continue
+                summary.copy_getter, summary.getter_pairs = name, True
+                summary.source, evaluated = lists[held]
+                summary.eval_on_init = summary.eval_on_init or evaluated
+                return
 
     def _held_copy(self, init: cst.FunctionDef) -> str | None:
         """The ``self`` attribute ``__init__`` binds to a deepcopy of an argument."""

@@ -248,6 +248,10 @@ class Binding:
     # For a loop variable ("other"): the sequence whose elements it takes
     # (``for rate, params in zip(self.ema_rate, self.ema_params)``: ``self.ema_rate``).
     element: cst.BaseExpression | None = None
+    # For a loop variable: the loop, and the variable's position in a tuple target
+    # (``for net, suffix in ema.get()``: 0 for ``net``; None for a plain name).
+    loop: cst.For | None = None
+    slot: int | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -1070,8 +1074,12 @@ class ValueResolver:
                 add(node, node.target.value, Binding("other"))
         for node in ctx.nodes(cst.For):
             sequences = _loop_sequences(node.target, node.iter)
+            slots = _target_slots(node.target)
             for name in targets(node.target):
-                add(node, name.value, Binding("other", element=sequences.get(id(name))))
+                binding = Binding(
+                    "other", element=sequences.get(id(name)), loop=node, slot=slots.get(id(name))
+                )
+                add(node, name.value, binding)
         for node in ctx.nodes(cst.WithItem):
             if node.asname is not None:
                 for name in targets(node.asname.name):
@@ -1964,6 +1972,13 @@ def _common(values: list[Value | None]) -> Value | None:
     if len(values) == 1:
         return first
     return Value(first.value, None, first.via, True, first.form)
+
+
+def _target_slots(target: cst.BaseExpression) -> dict[int, int]:
+    """The position of each name of a flat tuple loop target, by the name's node."""
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return {}
+    return {id(e.value): i for i, e in enumerate(target.elements) if isinstance(e.value, cst.Name)}
 
 
 def _loop_sequences(

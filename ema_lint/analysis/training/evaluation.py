@@ -327,7 +327,7 @@ class EvaluationSites:
         callee: cst.FunctionDef | None = None,
         param: str | None = None,
     ) -> None:
-        before = self._before(call)
+        before = self._before(call, expr)
         if before is None:
             return
         top_of = None
@@ -339,14 +339,24 @@ class EvaluationSites:
             top_of = callee
         self.evaluations.append(Evaluation(obj, call, expr, kind, before, callee, param, top_of))
 
-    def _before(self, node: cst.CSTNode) -> cst.BaseStatement | None:
+    def _before(
+        self, node: cst.CSTNode, expr: cst.BaseExpression | None = None
+    ) -> cst.BaseStatement | None:
+        """The statement a mode switch of ``expr`` goes before: never above the loop or
+        ``with`` that binds its name (``for net, suffix in ema.get():``)."""
         statement = self.index.statement(node)
         if not isinstance(statement, cst.BaseStatement):
             return None
         fn = self.loops.function_of(node)
+        root = expr
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        name = root.value if isinstance(root, cst.Name) else None
         best = statement
         for ancestor in self.index.ancestors(statement):
             if ancestor is fn or isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Module)):
+                break
+            if name is not None and name in _bound_by(ancestor):
                 break
             no_grad = (
                 isinstance(ancestor, cst.With)
@@ -376,3 +386,20 @@ class EvaluationSites:
 def _api_methods(spec: ApiSpec) -> tuple[str, ...]:
     """The methods an averaging API defines for its own state (not a model's sampling)."""
     return (*spec.update_methods, *spec.apply_methods, *spec.store_methods)
+
+
+def _bound_by(statement: cst.CSTNode) -> set[str]:
+    """The names a ``for`` target or a ``with ... as`` binds."""
+    targets: list[cst.BaseExpression] = []
+    if isinstance(statement, cst.For):
+        targets.append(statement.target)
+    elif isinstance(statement, cst.With):
+        targets.extend(i.asname.name for i in statement.items if i.asname is not None)
+    names: set[str] = set()
+    while targets:
+        target = targets.pop()
+        if isinstance(target, cst.Name):
+            names.add(target.value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            targets.extend(e.value for e in target.elements)
+    return names

@@ -1,7 +1,8 @@
 """Train/eval mode of an averaged copy along the path that reaches a point of the code.
 
 ``nn.Module`` copies inherit their mode: ``copy.deepcopy(model)`` and ``AveragedModel``
-(and ema-pytorch, mmengine) start in the online model's mode, usually train; timm,
+(and ema-pytorch, mmengine, the copies EDM2's ``PowerFunctionEMA.get()`` hands out) start
+in the online model's mode, usually train; timm,
 ultralytics and EDM-style ``deepcopy(net).eval()`` copies start in eval. The mode then
 changes by ``.eval()`` / ``.train()`` on the copy (or its inner model), by a parent
 module's ``.train()`` / ``.eval()`` when the copy is a registered child, by a local helper
@@ -66,6 +67,25 @@ def _mode_of_call(call: cst.Call) -> Mode | None:
     return Mode.UNKNOWN
 
 
+def _built_in_mode(statement: cst.CSTNode, code: str) -> Mode | None:
+    """``net = Net().to(device).eval()``: the mode the chain that builds ``code`` ends in."""
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return None
+    for small in statement.body:
+        if not isinstance(small, cst.Assign) or not any(
+            dotted_name(t.target) == code for t in small.targets
+        ):
+            continue
+        node: cst.BaseExpression = small.value
+        while isinstance(node, cst.Call):
+            mode = _mode_of_call(node)
+            if mode is not None:
+                return mode
+            func = node.func
+            node = func.value if isinstance(func, cst.Attribute) else func
+    return None
+
+
 def _same_model(receiver: str, code: str) -> bool:
     """A mode call on ``receiver`` sets the mode of the model ``code`` names: the same
     name, or one holding the other (``model.module.eval()`` for ``model``). A bare
@@ -116,12 +136,14 @@ class ModeTracker:
     # Public ---------------------------------------------------------------------------------
     def tracked(self, obj: AveragingObject) -> bool:
         """The object holds a model copy that has a mode (not a set of tensors): an API
-        object with a model inside, or a hand-made ``deepcopy``."""
+        object with a model inside or handing one out (EDM2 ``ema.get()``), or a
+        hand-made ``deepcopy``."""
         if obj.hand_made:
             return isinstance(obj.creation, cst.Call) and not any(
                 u is obj.creation for u in obj.updates
             )
-        return obj.spec is not None and obj.spec.model_copy is not None
+        spec = obj.spec
+        return spec is not None and (spec.model_copy is not None or spec.copy_getter is not None)
 
     def initial_mode(self, obj: AveragingObject) -> Mode:
         """The mode the copy has when it is created."""
@@ -640,4 +662,7 @@ class ModeTracker:
                 mode = _mode_of_call(call)
                 if mode is not None and dotted_name(call.func.value) == code:  # type: ignore[attr-defined]
                     return mode
+            mode = _built_in_mode(sibling, code)
+            if mode is not None:
+                return mode
         return Mode.TRAIN
