@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
@@ -29,6 +30,22 @@ WHY = {
         "manual-optimization order, and no-op rebinding of the initial sync; see the misses"
     ),
 }
+
+
+# The framework of a mutated file, from its imports: targets hold "on PyTorch and JAX files
+# alike", so the recall of each operator is also shown per framework.
+_FRAMEWORK_IMPORTS = (
+    ("JAX", re.compile(r"^\s*(?:import|from)\s+(?:jax|flax|haiku|optax|equinox)\b", re.M)),
+    ("TensorFlow", re.compile(r"^\s*(?:import|from)\s+(?:tensorflow|keras|tf_keras)\b", re.M)),
+)
+
+
+def framework(code: str) -> str:
+    """ "JAX", "TensorFlow" or "PyTorch" (the rest) for a file's source."""
+    for name, pattern in _FRAMEWORK_IMPORTS:
+        if pattern.search(code):
+            return name
+    return "PyTorch"
 
 
 def fmt(x: float | None) -> str:
@@ -70,6 +87,10 @@ class Run:
 
     def per_family(self) -> dict[str, tuple[int, int]]:
         return self.mutant_recall(lambda r: [FAMILIES[r.mutant.codes[0][:4]]])
+
+    def per_framework(self) -> dict[str, tuple[int, int]]:
+        """Recall by ``operator framework`` (the framework the mutated file imports)."""
+        return self.mutant_recall(lambda r: [f"{r.mutant.operator} {framework(r.mutant.code)}"])
 
 
 def _counts_row(name: str, c: Counts) -> str:
@@ -322,6 +343,16 @@ def markdown(run: Run) -> str:
     out += ["", "Per rule family:", "", "| family | found / mutants | recall |", "|---|---:|---:|"]
     for fam, (hit, n) in run.per_family().items():
         out.append(f"| {fam} | {hit}/{n} | {fmt(hit / n)} |")
+    out += [
+        "",
+        "Per operator and framework (from the mutated file's imports):",
+        "",
+        "| operator | framework | found / mutants | recall |",
+        "|---|---|---:|---:|",
+    ]
+    for key, (hit, n) in run.per_framework().items():
+        op, _, fw = key.rpartition(" ")
+        out.append(f"| `{op}` | {fw} | {hit}/{n} | {fmt(hit / n)} |")
     out += ["", "### Mutants not found", ""]
     for r in run.mutants:
         if r.detected is None:

@@ -86,3 +86,37 @@ def test_fixed_backup_restores_the_live_weights(tmp_path: Path) -> None:
     # Fixed: the live weights are back after every evaluation.
     assert torch.equal(after["before"], after["after"])
     assert engine.lint(fixed_text, str(fixed), settings) == []
+
+
+def test_fixed_tensor_backup_restores_the_live_weights(tmp_path: Path) -> None:
+    """The same bug written with the tensors themselves: ``[p.data for p in ...]`` keeps
+    references, so copying the average in also overwrites the backup."""
+    script = SCRIPT.replace(
+        "    saved = model.state_dict()\n    model.load_state_dict(ema_model.state_dict())\n",
+        "    saved = [p.data for p in model.parameters()]\n"
+        "    with torch.no_grad():\n"
+        "        for p, e in zip(model.parameters(), ema_model.parameters()):\n"
+        "            p.copy_(e)\n",
+    ).replace(
+        "    model.load_state_dict(saved)\n",
+        "    with torch.no_grad():\n"
+        "        for p, b in zip(model.parameters(), saved):\n"
+        "            p.copy_(b)\n",
+    )
+    assert script != SCRIPT and "p.data for p" in script
+    original = tmp_path / "train.py"
+    original.write_text(script, encoding="utf-8")
+    overrides = Overrides(ignore=["EMA101"])
+    settings = Settings(overrides, isolated=True).for_file(original)
+    assert [d.code for d in engine.lint(script, str(original), settings)] == ["EMA205"]
+    fixed_text = engine.fix(script, str(original), settings).fixed
+    assert "p.data.clone() for p" in fixed_text
+    fixed = tmp_path / "train_fixed.py"
+    fixed.write_text(fixed_text, encoding="utf-8")
+
+    before = _run(original)
+    after = _run(fixed)
+
+    assert torch.equal(before["after"][-1], before["ema"]["weight"])
+    assert torch.equal(after["before"], after["after"])
+    assert engine.lint(fixed_text, str(fixed), settings) == []

@@ -117,3 +117,12 @@ def test_cli_output_parsing_json_and_concise() -> None:
     concise = "/t/a.py:7:1: EMA202 update every micro-batch\nFound 1 error."
     rows = _parse_output(concise)
     assert [(r["path"], r["line"], r["code"]) for r in rows] == [("/t/a.py", 7, "EMA202")]
+
+
+def test_the_framework_of_a_mutated_file_comes_from_its_imports() -> None:
+    from benchmarks.quality.report import framework
+
+    assert framework("import jax\nimport jax.numpy as jnp\n") == "JAX"
+    assert framework("from flax import struct\n") == "JAX"
+    assert framework("import tensorflow as tf\n") == "TensorFlow"
+    assert framework("import torch\n# import jax in a comment is not an import\n") == "PyTorch"
