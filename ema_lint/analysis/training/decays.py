@@ -1023,16 +1023,31 @@ class DecaySettings:
         if forwarded.attribute is None:
             return None
         value = self.resolver.config_entry(forwarded.attribute)
+        where = (
+            f"{forwarded.where}, read as self.config.{forwarded.attribute} by "
+            f"{cls.name.value}'s base class"
+        )
+        return self._handed_setting(base, forwarded, value, where)
+
+    def _handed_setting(
+        self, use: cst.CSTNode, forwarded: ForwardedCall, value: Value | None, where: str
+    ) -> DecaySetting | None:
+        """A setting for a value written in this module and used as ``forwarded``'s weight
+        in another module (``use`` is what hands it over: a call, a base class), reported
+        where the literal is; None when the value is unknown, written elsewhere, or a copy
+        (0: an initial sync)."""
         given = value.number if value is not None else None
         if value is None or given is None:
             return None
         origin = value.origin
         if origin is None or self.ctx.index.order_of(origin) is None:
-            return None  # not written in this module
+            return None  # not written in this module: no place to report it
         side = forwarded.weight.side
         decay = given if side is Side.OLD else 1.0 - given
+        if given == 0.0 or decay == 0.0:
+            return None  # a copy of the weights (an initial sync), not an average
         spec, weight = forwarded.spec, forwarded.weight
-        bound = BoundCall(spec, base, spec.qualname, {weight.param: cst.Arg(origin)})
+        bound = BoundCall(spec, use, spec.qualname, {weight.param: cst.Arg(origin)})
         bound.virtual = True
         return DecaySetting(
             bound,
@@ -1051,8 +1066,7 @@ class DecaySettings:
             forwarded.use,
             1,
             self.resolver,
-            forwarded=f"{forwarded.where}, read as self.config.{forwarded.attribute} by "
-            f"{cls.name.value}'s base class",
+            forwarded=where,
         )
 
     def _add_forwarded_settings(self) -> None:
@@ -1071,40 +1085,9 @@ class DecaySettings:
                 continue  # hands nothing, or calls the project's own averaging API
             for forwarded in finder(call):
                 value = passed_value(self.resolver, call, forwarded)
-                given = value.number if value is not None else None
-                if value is None or given is None:
-                    continue
-                origin = value.origin
-                if origin is None or index.order_of(origin) is None:
-                    continue  # not written in this module: no place to report it
-                side = forwarded.weight.side
-                decay = given if side is Side.OLD else 1.0 - given
-                if given == 0.0 or decay == 0.0:
-                    continue  # a copy of the weights (an initial sync), not an average
-                spec, weight = forwarded.spec, forwarded.weight
-                bound = BoundCall(spec, call, spec.qualname, {weight.param: cst.Arg(origin)})
-                bound.virtual = True
-                added.append(
-                    DecaySetting(
-                        bound,
-                        spec,
-                        weight,
-                        origin,
-                        value,
-                        given,
-                        decay,
-                        forwarded.ramp,
-                        forwarded.ramp_unknown,
-                        forwarded.interval,
-                        None,
-                        forwarded.interval > 1,
-                        None,
-                        forwarded.use,
-                        1,
-                        self.resolver,
-                        forwarded=forwarded.where,
-                    )
-                )
+                setting = self._handed_setting(call, forwarded, value, forwarded.where)
+                if setting is not None:
+                    added.append(setting)
         if added:
             self.settings.extend(added)
             order = index.order
