@@ -78,6 +78,11 @@ class Devices:
         self._accelerator: cst.CSTNode | bool | None = False
         self._sites: dict[int, list[cst.CSTNode]] = {}
         self._passing: list[tuple[cst.Call, list[cst.BaseExpression]]] | None = None
+        # Asked once per averaging object: built once per module (see _scoped).
+        self._scoped: (
+            tuple[dict[int, list[cst.Assign]], dict[tuple[int, str], list[cst.Call]]] | None
+        ) = None
+        self._moving: list[cst.Call] | None = None
 
     @classmethod
     def build(cls, ctx: FileContext) -> Devices:
@@ -323,10 +328,9 @@ class Devices:
         statement = self.index.statement(creation)
         if statement is None or self._chain_moves(creation):
             return []
+        assigns, attribute_calls = self._scoped_nodes()
         made_here = False
-        for assign in self.ctx.nodes(cst.Assign):
-            if self.index.enclosing(assign, cst.FunctionDef) is not scope:
-                continue
+        for assign in assigns.get(id(scope), ()):
             if not self.index.is_before(assign, creation):
                 continue
             if any(dotted_name(t.target) == code for t in assign.targets):
@@ -336,12 +340,7 @@ class Devices:
         if not made_here:
             return []
         move: cst.Call | None = None
-        for call in self.ctx.nodes(cst.Call):
-            if self.index.enclosing(call, cst.FunctionDef) is not scope:
-                continue
-            func = call.func
-            if not isinstance(func, cst.Attribute) or dotted_name(func.value) != code:
-                continue
+        for call in attribute_calls.get((id(scope), code), ()):
             if not self.is_device_move(call):
                 continue
             if self.index.is_before(call, creation) or self.index.contains(statement, call):
@@ -350,10 +349,43 @@ class Devices:
                 move = call
         if move is None:
             return []
-        for call in self.ctx.nodes(cst.Call):
+        for call in self._moving_calls():
             if self.index.is_before(creation, call) and self._moves_object(call, obj):
                 return []
         return [CpuPlacement("before-move", creation, creation, move)]
+
+    def _scoped_nodes(
+        self,
+    ) -> tuple[dict[int, list[cst.Assign]], dict[tuple[int, str], list[cst.Call]]]:
+        """The module's assignments by enclosing function, and its ``x.method(...)`` calls by
+        (enclosing function, ``x``), in document order: one pass, not one per object."""
+        if self._scoped is None:
+            assigns: dict[int, list[cst.Assign]] = {}
+            calls: dict[tuple[int, str], list[cst.Call]] = {}
+            for assign in self.ctx.nodes(cst.Assign):
+                scope = self.index.enclosing(assign, cst.FunctionDef)
+                assigns.setdefault(id(scope), []).append(assign)
+            for call in self.ctx.nodes(cst.Call):
+                func = call.func
+                if isinstance(func, cst.Attribute):
+                    name = dotted_name(func.value)
+                    if name is not None:
+                        scope = self.index.enclosing(call, cst.FunctionDef)
+                        calls.setdefault((id(scope), name), []).append(call)
+            self._scoped = (assigns, calls)
+        return self._scoped
+
+    def _moving_calls(self) -> list[cst.Call]:
+        """Calls that may move an object to a device (``.to()``/``.cuda()``, accelerate's
+        ``prepare``), in document order."""
+        if self._moving is None:
+            self._moving = [
+                call
+                for call in self.ctx.nodes(cst.Call)
+                if isinstance(call.func, cst.Attribute)
+                and (call.func.attr.value == "prepare" or self.is_device_move(call))
+            ]
+        return self._moving
 
     def _chain_moves(self, expr: cst.CSTNode) -> bool:
         """A ``.to(device)`` / ``.cuda()`` in the call chain of ``expr``."""

@@ -310,6 +310,7 @@ class ValueResolver:
         self._self_attrs: dict[int, dict[str, list[cst.BaseExpression | None]]] = {}
         self._self_attrs_built = False
         self._lineages: dict[int, list[cst.ClassDef]] = {}
+        self._instance_call_memo: dict[frozenset[str], list[cst.Call]] = {}
         self._name_counts: Counter[str] | None = None
         self._assigned_names: list[tuple[str, cst.BaseExpression]] | None = None
         self._attr_counts: Counter[str] | None = None
@@ -1185,6 +1186,10 @@ class ValueResolver:
                 if bases & classes:
                     classes.add(cls.name.value)
                     grew = True
+        key = frozenset(classes)
+        known = self._instance_call_memo.get(key)
+        if known is not None:
+            return known  # classes of one name (defined in branches, or again): one scan
         candidates = self._may_hold(classes)
         found: list[cst.Call] = []
         for call in self.ctx.nodes(cst.Call):
@@ -1196,6 +1201,7 @@ class ValueResolver:
                 and self._holds_instance(func, classes, 3)
             ):
                 found.append(call)
+        self._instance_call_memo[key] = found
         return found
 
     def _may_hold(self, classes: set[str]) -> set[str]:

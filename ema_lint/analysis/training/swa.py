@@ -181,6 +181,7 @@ class SwaAnalysis:
         self.objects = ctx.get(AveragingObjects)
         self.models: list[SwaModel] = []
         self._uses: dict[int, list[ModelUse]] = {}
+        self._target_steps: dict[int, list[tuple[cst.Call, Scheduler]]] = {}
         self._refs: dict[int, list[cst.Name | cst.Attribute]] | None = None
         candidates = [
             o
@@ -1013,31 +1014,42 @@ class SwaAnalysis:
             if scheduler is not None:
                 found.append((call, scheduler))
                 continue
-            self._steps_in_targets(call, found, set(), 0)
+            reached: dict[int, tuple[cst.Call, Scheduler]] = {}
+            for target in self.loops.local_targets(call):
+                for step in self._steps_in_target(target, 0, set()):
+                    reached.setdefault(id(step[0]), step)
+            found.extend(reached.values())
         return found
 
-    def _steps_in_targets(
-        self,
-        call: cst.Call,
-        found: list[tuple[cst.Call, Scheduler]],
-        seen: set[int],
-        depth: int,
-    ) -> None:
-        if depth >= self.MAX_DEPTH:
-            return
+    def _steps_in_target(
+        self, target: cst.FunctionDef, depth: int, stack: set[int]
+    ) -> list[tuple[cst.Call, Scheduler]]:
+        """The scheduler steps a call of the module's function ``target`` runs, through the
+        functions it calls in turn: once per function, not once per call reaching it."""
+        key = id(target)
+        known = self._target_steps.get(key)
+        if known is not None:
+            return known
+        if depth >= self.MAX_DEPTH or key in stack:
+            return []
+        stack.add(key)
         schedulers = self.ctx.get(LrSchedulers)
-        for target in self.loops.local_targets(call):
-            if id(target) in seen:
+        found: dict[int, tuple[cst.Call, Scheduler]] = {}
+        for inner in self.loops.calls_in(target):
+            if self._excluded(inner, target, None):
                 continue
-            seen.add(id(target))
-            for inner in self.loops.calls_in(target):
-                if self._excluded(inner, target, None):
-                    continue
-                scheduler = schedulers.of_step(inner)
-                if scheduler is not None:
-                    found.append((inner, scheduler))
-                else:
-                    self._steps_in_targets(inner, found, seen, depth + 1)
+            scheduler = schedulers.of_step(inner)
+            if scheduler is not None:
+                found.setdefault(id(inner), (inner, scheduler))
+                continue
+            for callee in self.loops.local_targets(inner):
+                for step in self._steps_in_target(callee, depth + 1, stack):
+                    found.setdefault(id(step[0]), step)
+        stack.discard(key)
+        steps = list(found.values())
+        if depth == 0 or steps:
+            self._target_steps[key] = steps  # a cut-off (depth, cycle) below is not final
+        return steps
 
     def _excluded(self, node: cst.CSTNode, scope: cst.CSTNode, anchor: cst.CSTNode | None) -> bool:
         """Whether a condition between ``scope`` and ``node`` may skip it while ``anchor``
