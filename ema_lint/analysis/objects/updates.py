@@ -659,16 +659,10 @@ class InPlaceUpdates:
             elif isinstance(expr, cst.Name):
                 pairs += self._scaled_difference(call, expr)
         for diff, k in pairs:
-            if not (
-                isinstance(diff, cst.BinaryOperation) and isinstance(diff.operator, cst.Subtract)
-            ):
+            sides = self._difference_sides(diff, target, sign)
+            if sides is None:
                 continue
-            if self._same(diff.left, target) and not self._same(diff.right, target):
-                source, toward = diff.right, sign < 0
-            elif self._same(diff.right, target) and not self._same(diff.left, target):
-                source, toward = diff.left, sign > 0
-            else:
-                continue
+            source, toward = sides
             return self._make(
                 call if node is None else node,
                 target,
@@ -1095,16 +1089,10 @@ class InPlaceUpdates:
         ):
             return None
         for diff, k in ((value.left, value.right), (value.right, value.left)):
-            if not (
-                isinstance(diff, cst.BinaryOperation) and isinstance(diff.operator, cst.Subtract)
-            ):
+            sides = self._difference_sides(diff, target, sign)
+            if sides is None:
                 continue
-            if self._same(diff.left, target) and not self._same(diff.right, target):
-                source, toward = diff.right, sign < 0
-            elif self._same(diff.right, target) and not self._same(diff.left, target):
-                source, toward = diff.left, sign > 0
-            else:
-                continue
+            source, toward = sides
             return self._make(
                 node,
                 target,
@@ -1114,6 +1102,19 @@ class InPlaceUpdates:
                 form,
                 away=not toward,
             )
+        return None
+
+    def _difference_sides(
+        self, diff: cst.BaseExpression, target: cst.BaseExpression, sign: int
+    ) -> tuple[cst.BaseExpression, bool] | None:
+        """For ``target ± k * diff`` with ``diff`` a difference of ``target`` and another
+        tensor: (that tensor, whether the step moves ``target`` toward it); None otherwise."""
+        if not (isinstance(diff, cst.BinaryOperation) and isinstance(diff.operator, cst.Subtract)):
+            return None
+        if self._same(diff.left, target) and not self._same(diff.right, target):
+            return diff.right, sign < 0
+        if self._same(diff.right, target) and not self._same(diff.left, target):
+            return diff.left, sign > 0
         return None
 
     def _scaled_rebind(
