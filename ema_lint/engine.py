@@ -28,6 +28,7 @@ from .analysis.project.model import ProjectLink
 from .analysis.project.model import parsed as parsed_for_summary
 from .analysis.syntax.context import FileContext
 from .analysis.syntax.index import ModuleIndex
+from .analysis.syntax.parsing import parse_module
 from .decoding import bom_encoding, bom_message, text_for_matching
 from .diagnostics import Diagnostic, Fix, Position, Related, TextEdit
 from .file_settings import FileSettings
@@ -221,7 +222,7 @@ def analyze(
         if refusal is not None:
             return _not_checked(analysis, settings, _refusal_error(path, data, refusal))
         try:
-            module = parsed_for_summary(data) or cst.parse_module(data)
+            module = parsed_for_summary(data) or parse_module(data)
         except Exception as error:
             return _not_checked(analysis, settings, _parse_error(path, data, error))
     analysis.module = module
@@ -434,7 +435,7 @@ def _parse_fixed(data: bytes | str | _Unrendered) -> cst.Module | None:
     if isinstance(data, _Unrendered):
         return None
     try:
-        return cst.parse_module(data)
+        return parse_module(data)
     except Exception:
         return None
 

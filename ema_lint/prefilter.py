@@ -160,10 +160,11 @@ def code_names(data: Any, strings: bool = True) -> set[Any]:
         if text
         else (_PROSE_BYTES, _SPACE_BYTES, _IDENTIFIERS_BYTES, _KEY_BYTES)
     )
-    found: set[Any] = set()
+    # The code between the prose, and the strings that count, joined: one scan for names.
+    parts: list[Any] = []
     start = 0
     for match in prose.finditer(data):
-        found.update(names.findall(data, start, match.start()))
+        parts.append(data[start : match.start()])
         start = match.end()
         body = match.group("body")
         if body is None:  # a comment
@@ -173,9 +174,9 @@ def code_names(data: Any, strings: bool = True) -> set[Any]:
         if ("f" in prefix.lower() if text else b"f" in prefix.lower()) or (
             strings and not space.search(body) and key.search(before) is not None
         ):
-            found.update(names.findall(body))
-    found.update(names.findall(data, start))
-    return found
+            parts.append(body)
+    parts.append(data[start:])
+    return set(names.findall((" " if text else b" ").join(parts)))
 
 
 def without_prose(data: bytes) -> bytes:

@@ -51,6 +51,7 @@ from ema_lint.analysis.objects.apis import (
 from ema_lint.analysis.objects.averaging import Use, named_use, spec_use
 from ema_lint.analysis.syntax.context import FileContext
 from ema_lint.analysis.syntax.names import ImportTable, dotted_name
+from ema_lint.analysis.syntax.parsing import parse_module
 from ema_lint.analysis.syntax.values import ValueResolver, rewraps
 from ema_lint.analysis.syntax.vocabulary import AVERAGE_COMPOUNDS, averaged_identifier
 from ema_lint.analysis.training.decays import HAND_MADE, hand_weight
@@ -138,7 +139,7 @@ class SummaryStore:
         if limits.check(data) is not None:
             return None
         try:
-            module = cst.parse_module(data)
+            module = parse_module(data)
             found = summarize(module, path, data, partial(resolution.absolute_name, me))
         except Exception:  # a module that does not parse or analyse tells nothing
             return None

@@ -157,10 +157,14 @@ def _find_in(root: str, dotted: str) -> str | None:
 
 def absolute_name(importer: ModuleFile, module: str) -> str | None:
     """The absolute dotted name of ``module`` as written in ``importer`` (``.nn``, ``..a``)."""
+    return _relative_name(importer.package, module)
+
+
+def _relative_name(package_name: str, module: str) -> str | None:
     level = len(module) - len(module.lstrip("."))
     if level == 0:
         return module
-    package = importer.package.split(".") if importer.package else []
+    package = package_name.split(".") if package_name else []
     if level - 1 > len(package) or (not package and level):
         return None
     base = package[: len(package) - (level - 1)]
@@ -171,31 +175,38 @@ def absolute_name(importer: ModuleFile, module: str) -> str | None:
 
 def resolve(importer: ModuleFile, module: str) -> ModuleFile | None:
     """The project file ``module`` (as written in ``importer``) names, or None (once per
-    importer and name in a run: every call of a module asks it of the same imports)."""
-    return _resolve(importer, module)
+    folder, package and name in a run: the files of a folder import the same modules)."""
+    folder = os.path.dirname(importer.path)
+    for found in _candidates(folder, importer.package, module):
+        if module.startswith(".") or found.path != importer.path:
+            return found
+    return None
 
 
 @lru_cache(maxsize=65536)
-def _resolve(importer: ModuleFile, module: str) -> ModuleFile | None:
+def _candidates(folder: str, package: str, module: str) -> tuple[ModuleFile, ...]:
+    """The files ``module`` may name from a file of ``folder`` in ``package``, in the order
+    Python looks (an absolute name found as the importer itself is looked up further)."""
     level = len(module) - len(module.lstrip("."))
     if level:
-        folder = os.path.dirname(importer.path)
         for _ in range(level - 1):
             folder = os.path.dirname(folder)
         rest = module[level:]
         found = _find_in(folder, rest) if rest else _init_of(folder)
         if found is None:
-            return None
-        name = absolute_name(importer, module) or ""
-        return ModuleFile(found, name)
+            return ()
+        name = _relative_name(package, module) or ""
+        return (ModuleFile(found, name),)
     if not module:
-        return None
-    folder = os.path.dirname(importer.path)
+        return ()
+    candidates: list[ModuleFile] = []
     for root in (*roots_for(folder), *_namespace_roots(folder, module.partition(".")[0])):
         found = _find_in(root, module)
-        if found is not None and os.path.abspath(found) != importer.path:
-            return ModuleFile(os.path.abspath(found), module)
-    return None
+        if found is not None:
+            candidates.append(ModuleFile(os.path.abspath(found), module))
+            if len(candidates) == 2:  # the importer itself can be one of them, not both
+                break
+    return tuple(candidates)
 
 
 @lru_cache(maxsize=4096)
@@ -223,7 +234,7 @@ def clear() -> None:
     """Forget every lookup (the file system changed: tests, a long-lived process)."""
     _PROJECT_FILES.clear()
     for function in (
-        _resolve,
+        _candidates,
         _is_package,
         project_root,
         _configured_src,
