@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from benchmarks.quality import warmup
 from benchmarks.quality.cst_tools import (
     INPLACE,
     Context,
@@ -307,6 +308,15 @@ def transforms_gradients(ctx: Context, function: cst.FunctionDef) -> bool:
     return False
 
 
+def _ramp_equivalent(ctx: Context, lit: cst.CSTNode, old: float, new: float) -> bool:
+    """The decay only ever meets a TF1-style warmup ramp ``min(d, (1 + n) / (10 + n))`` whose
+    cap over the run the file sets both values reach (``warmup.equivalent``)."""
+    pos = ctx.positions[lit].start
+    return warmup.equivalent(
+        ctx.source, ctx.cache.get(PROJECT_TEXTS, ()), ctx.cache, pos.line, pos.column, old, new
+    )
+
+
 def _set_decay(
     target: float | None, one_minus: bool = False
 ) -> Callable[[Context], Iterator[Site]]:
@@ -327,6 +337,9 @@ def _set_decay(
                 if words & {"tau", "step_size"}:
                     continue
                 text = repr(target)
+                new_v = target
+            if _ramp_equivalent(ctx, lit, v, new_v):
+                continue  # an equivalent mutant (benchmarks/README.md, "Equivalent mutants")
             edit = Edit()
             new = cst.Float(text)
             edit.put(lit, new)
