@@ -835,6 +835,9 @@ class ProjectLink:
         """Project files other than this one whose bytes could import ``function`` from this
         module: they hold the function's name and this module's (its package's for
         ``__init__``). A byte test, so no file is parsed to answer it."""
+        # A file that starts importing this module later changes the answer: the results
+        # cache keeps the lint only while no file changed since spells the module's name.
+        self.used.setdefault(admission.importers_key(self.me.path), "")
         stem = module_stem(self.me.path)
         needle, word = stem.encode(), function.encode()
         # As whole identifiers: a module ``lamb`` is not named by every ``lambda``.
