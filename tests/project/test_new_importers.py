@@ -155,3 +155,47 @@ def test_a_warm_run_reads_only_the_files_changed_since(
     assert _check(run, tree) == []
     # The new file is read to tell it names no helper; the rest of the project is not.
     assert read == ["extra.py"]
+
+
+# A long-lived process (the language server) is told of each changed file ----------------
+def test_a_long_lived_process_sees_a_new_importer_once_told(tree: Path) -> None:
+    helper = str(tree / "engine.py")
+    assert not admission.project_admits(helper, ENGINE)  # the index is built now
+    (tree / "main.py").write_text(MAIN)
+    assert not admission.project_admits(helper, ENGINE)  # not told yet: the index stands
+    change = project_model.file_changed(str(tree / "main.py"))
+    assert change is not None and change.listed
+    assert project_model.linked(change, helper)
+    assert not project_model.linked(change, str(tree / "other.py"))
+    assert admission.project_admits(helper, ENGINE)
+    assert project_model.file_changed(str(tree / "main.py")) is None  # nothing new since
+    (tree / "main.py").unlink()
+    change = project_model.file_changed(str(tree / "main.py"))
+    assert change is not None and change.listed
+    assert not admission.project_admits(helper, ENGINE)
+
+
+def test_telling_of_one_file_reads_only_that_file(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for number in range(300):
+        (tree / f"module_{number}.py").write_text(
+            f"import torch\nfrom other import run\n\n\ndef step_{number}(optimizer):\n"
+            "    optimizer.step()\n"
+        )
+    helper = str(tree / "engine.py")
+    assert not admission.project_admits(helper, ENGINE)
+    project_model.step_helper_names(str(tree))
+    read: list[str] = []
+    real = files_module.read_regular
+
+    def counting(path, *args, **kwargs):
+        read.append(Path(path).name)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(admission, "read_regular", counting)
+    monkeypatch.setattr(project_model, "read_regular", counting)
+    (tree / "main.py").write_text(MAIN)
+    assert project_model.file_changed(str(tree / "main.py")) is not None
+    assert set(read) == {"main.py"}
+    assert admission.project_admits(helper, ENGINE)

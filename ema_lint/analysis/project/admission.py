@@ -396,12 +396,25 @@ def file_changed(path: str) -> frozenset[bytes]:
         for word in after - before:
             holders = index.setdefault(word, [])
             if path not in holders:
-                holders.append(path)
+                bisect.insort(holders, path)
     if data is None:
         _IMPORT_WORDS.pop(path, None)
     else:
         _IMPORT_WORDS[path] = after
     return before | after
+
+
+def linked(path: str, words: frozenset[bytes], other: str) -> bool:
+    """``other`` is a module whose name ``words`` (the import lines of ``path``) spell, or
+    a file whose import lines spell the name of ``path``."""
+    if other == path:
+        return False
+    if module_stem(other).encode() in words:
+        return True
+    known = _IMPORT_WORDS.get(other)
+    if known is None:
+        known = _import_words(_read(other))
+    return module_stem(path).encode() in known
 
 
 # A result that read a module's importers holds while no file of the project that could
