@@ -9,7 +9,7 @@ import hashlib
 import os
 from collections.abc import Mapping
 
-from .analysis.project.admission import IMPORTERS, importers_unchanged
+from .analysis.project.admission import IMPORTERS, importers_unchanged, refreshed_key
 
 _READ: dict[str, dict[str, str]] = {}
 _DIGESTS: dict[str, tuple[tuple[int, int], str | None]] = {}
@@ -59,3 +59,17 @@ def unchanged(used: Mapping[str, str]) -> bool:
         elif digest(path) != value:
             return False
     return all(importers_unchanged(marker) for marker in markers)
+
+
+def refreshed(used: Mapping[str, str]) -> dict[str, str] | None:
+    """``used`` (found unchanged) with its importers keys made anew, when checking them
+    had to read files changed since they were made; None when there is nothing to renew."""
+    fresh: dict[str, str] | None = None
+    for path in used:
+        if path.startswith(IMPORTERS):
+            new = refreshed_key(path)
+            if new is not None:
+                fresh = fresh if fresh is not None else dict(used)
+                del fresh[path]
+                fresh[new] = ""
+    return fresh

@@ -269,6 +269,24 @@ def _imports_unchanged(imported: str, stat_index: StatIndex) -> bool:
     return all(admission.importers_unchanged(marker) for marker in markers)
 
 
+def _refreshed(verdict: str) -> str | None:
+    """A skip verdict that was found to hold, with its importers keys made anew when
+    checking them had to read files changed since (None: nothing to renew)."""
+    fingerprint, _, imported = verdict.partition("|")
+    if not fingerprint.startswith("skip:") or admission.IMPORTERS not in imported:
+        return None
+    entries = json.loads(imported)
+    renewed = False
+    for entry in entries:
+        if len(entry) == 1 and entry[0].startswith(admission.IMPORTERS):
+            new = admission.refreshed_key(entry[0])
+            if new is not None:
+                entry[0], renewed = new, True
+    if not renewed:
+        return None
+    return f"{fingerprint}|{json.dumps(entries, separators=(',', ':'))}"
+
+
 def _settle_known(
     verdict: str,
     path: Path,
@@ -443,6 +461,9 @@ def _dispatch(
                 known = _settle_known(verdict, path, file_settings, mode, cache, stat_index)
                 if known is not None:
                     outcomes[index] = known
+                    fresh = _refreshed(verdict)
+                    if fresh is not None:
+                        stat_index.record(where, signature, fresh)
                     continue
         try:
             data = read_source(path)

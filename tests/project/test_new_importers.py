@@ -134,14 +134,14 @@ def test_an_importer_that_starts_calling_overturns_a_cached_result(run, tree: Pa
     assert _check(run, tree) == [("engine.py", "EMA203")]
 
 
+@pytest.mark.parametrize("linted", [True, False], ids=["cached-result", "skip-verdict"])
 def test_a_warm_run_reads_only_the_files_changed_since(
-    run, tree: Path, monkeypatch: pytest.MonkeyPatch
+    run, tree: Path, monkeypatch: pytest.MonkeyPatch, linted: bool
 ) -> None:
     # Files written within the margin before a listing are checked again: not here.
     monkeypatch.setattr(admission, "CHANGE_MARGIN", 0.0)
-    (tree / "validate.py").write_text(VALIDATE)
-    assert _check(run, tree) == []
-    (tree / "extra.py").write_text(UNRELATED)
+    if linted:  # a caller hands the helper an average: it is linted, its result cached
+        (tree / "validate.py").write_text(VALIDATE)
     assert _check(run, tree) == []
     read: list[str] = []
     real = files_module.read_regular
@@ -152,9 +152,13 @@ def test_a_warm_run_reads_only_the_files_changed_since(
 
     monkeypatch.setattr(admission, "read_regular", counting)
     monkeypatch.setattr(project_model, "read_regular", counting)
+    (tree / "extra.py").write_text(UNRELATED)
     assert _check(run, tree) == []
     # The new file is read to tell it names no helper; the rest of the project is not.
     assert read == ["extra.py"]
+    read.clear()
+    assert _check(run, tree) == []
+    assert read == []  # the helper's entry was renewed: nothing changed since
 
 
 # A long-lived process (the language server) is told of each changed file ----------------

@@ -23,6 +23,7 @@ from __future__ import annotations
 import bisect
 import os
 import re
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
@@ -432,36 +433,47 @@ def importers_key(path: str) -> str:
     return f"{IMPORTERS}{listed_at(base) - CHANGE_MARGIN:.3f}|{path}"
 
 
-_CHANGES: dict[str, tuple[list[int], list[str]]] = {}
+# By project root: the change times of its files, sorted, and when they were taken.
+_CHANGES: dict[str, tuple[list[int], list[str], float]] = {}
 
 
 def _changed_since(base: str, since: float) -> list[str]:
     """The project files whose change time is ``since`` or later (stat once per process)."""
     known = _CHANGES.get(base)
     if known is None:
+        files = project_files(base)
+        taken = min(time.time(), listed_at(base))  # a file created after it was listed
         timed: list[tuple[int, str]] = []
-        for other in project_files(base):
+        for other in files:
             try:
                 timed.append((os.stat(other).st_ctime_ns, other))
             except OSError:
                 continue
         timed.sort()
-        known = _CHANGES[base] = ([t for t, _ in timed], [p for _, p in timed])
-    times, paths = known
+        known = _CHANGES[base] = ([t for t, _ in timed], [p for _, p in timed], taken)
+    times, paths, _ = known
     return paths[bisect.bisect_left(times, int(since * 1e9)) :]
 
 
-def importers_unchanged(key: str) -> bool:
-    """No file of the project changed since ``key`` was made spells the module's name
-    (the only way a file can come to import it, or call what it imports from it)."""
+def _parse(key: str) -> tuple[float, str, str] | None:
+    """(moment, module path, project root) of an importers key."""
     _, _, rest = key.partition(IMPORTERS)
     since, _, path = rest.partition("|")
     try:
         moment = float(since)
     except ValueError:
-        return False
+        return None
     folder = os.path.dirname(path)
-    base = project_root(folder) or folder
+    return moment, path, project_root(folder) or folder
+
+
+def importers_unchanged(key: str) -> bool:
+    """No file of the project changed since ``key`` was made spells the module's name
+    (the only way a file can come to import it, or call what it imports from it)."""
+    parsed = _parse(key)
+    if parsed is None:
+        return False
+    moment, path, base = parsed
     stem = module_stem(path).encode()
     for other in _changed_since(base, moment):
         if other == path:
@@ -470,6 +482,20 @@ def importers_unchanged(key: str) -> bool:
         if data is not None and stem in data and next(_words_at(data, stem), None) is not None:
             return False
     return True
+
+
+def refreshed_key(key: str) -> str | None:
+    """A key that holds what ``key`` holds, made now, when checking ``key`` had to read
+    files changed since it was made (else None): stored back, the next run reads none of
+    them again. Only for a key ``importers_unchanged`` just found to hold."""
+    parsed = _parse(key)
+    if parsed is None:
+        return None
+    moment, path, base = parsed
+    if not [p for p in _changed_since(base, moment) if p != path]:
+        return None
+    taken = _CHANGES[base][2] - CHANGE_MARGIN
+    return f"{IMPORTERS}{taken:.3f}|{path}" if taken > moment else None
 
 
 def _arguments(data: bytes, start: int) -> bytes:
