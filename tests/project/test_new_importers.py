@@ -203,3 +203,13 @@ def test_telling_of_one_file_reads_only_that_file(
     assert project_model.file_changed(str(tree / "main.py")) is not None
     assert set(read) == {"main.py"}
     assert admission.project_admits(helper, ENGINE)
+
+
+def test_a_file_no_walk_lists_stays_out_of_the_index(tree: Path) -> None:
+    helper = str(tree / "engine.py")
+    assert not admission.project_admits(helper, ENGINE)
+    (tree / ".venv").mkdir()
+    (tree / ".venv" / "main.py").write_text(MAIN)
+    change = project_model.file_changed(str(tree / ".venv" / "main.py"))
+    assert change is not None and not change.listed
+    assert not admission.project_admits(helper, ENGINE)

@@ -34,6 +34,7 @@ from ema_lint.prefilter import code_names, without_prose
 
 from .resolution import (
     listed_at,
+    lists,
     module_for_path,
     module_stem,
     project_files,
@@ -388,7 +389,7 @@ def file_changed(path: str) -> frozenset[bytes]:
     before = _IMPORT_WORDS.get(path, frozenset())
     after = _import_words(data)
     for base, index in _IMPORTERS.items():
-        if not path.startswith(base.rstrip(os.sep) + os.sep):
+        if not lists(base, path):
             continue
         for word in before - after:
             holders = index.get(word)

@@ -1113,7 +1113,7 @@ def file_changed(path: str) -> Change | None:
         return None
     _SEEN[path] = signature
     words = admission.file_changed(path)
-    bases = [b for b in _STEP_HELPERS if path.startswith(b.rstrip(os.sep) + os.sep)]
+    bases = [b for b in _STEP_HELPERS if resolution.lists(b, path)]
     after = _step_names(path) if bases and exists else frozenset()
     if bases and after != _STEP_NAMES.get(path, frozenset()):
         _STEP_NAMES[path] = after

@@ -268,13 +268,18 @@ def listed_at(base: str) -> float:
     return _LISTED_AT.get(base, time.time())
 
 
+def lists(base: str, path: str) -> bool:
+    """Would ``project_files(base)`` list ``path`` (were it a Python file there)?"""
+    prefix = base.rstrip(os.sep) + os.sep
+    if not path.startswith(prefix) or not path.endswith(".py"):
+        return False
+    folders = path[len(prefix) :].split(os.sep)[:-1]
+    return not any(d in _SKIP_DIRS or d.startswith(".") for d in folders)
+
+
 def listings_holding(path: str) -> list[list[str]]:
-    """The listings made so far whose root holds ``path``."""
-    return [
-        found
-        for base, found in _PROJECT_FILES.items()
-        if path.startswith(base.rstrip(os.sep) + os.sep)
-    ]
+    """The listings made so far that list ``path`` when it exists."""
+    return [found for base, found in _PROJECT_FILES.items() if lists(base, path)]
 
 
 def module_stem(path: str) -> str:
