@@ -411,9 +411,14 @@ class Cache:
             self.misses += 1
             return None
         used = entries.get(_USES + key)
-        if isinstance(used, dict) and not dependencies.unchanged(used):
-            self.misses += 1
-            return None
+        if isinstance(used, dict):
+            if not dependencies.unchanged(used):
+                self.misses += 1
+                return None
+            fresh = dependencies.refreshed(used)
+            if fresh is not None:  # files were read to tell: the next run need not
+                entries[_USES + key] = fresh
+                self._write(digest, entries)
         try:
             found = [_decode(entry, path) for entry in item]
         except (TypeError, ValueError, KeyError, IndexError, AttributeError):
@@ -484,6 +489,11 @@ class Cache:
             oldest = results.pop(0)
             del entries[oldest]
             entries.pop(_USES + oldest, None)
+        self._write(digest, entries)
+
+    def _write(self, digest: str, entries: dict[str, Any]) -> None:
+        if not self._prepare():
+            return
         document = {"format": FORMAT, "content": digest, "entries": entries}
         data = json.dumps(document, separators=(",", ":")).encode()
         path = self._entry_path(digest)

@@ -9,6 +9,8 @@ import hashlib
 import os
 from collections.abc import Mapping
 
+from .analysis.project.admission import IMPORTERS, importers_unchanged, refreshed_key
+
 _READ: dict[str, dict[str, str]] = {}
 _DIGESTS: dict[str, tuple[tuple[int, int], str | None]] = {}
 MAX_RECORDS = 1024
@@ -48,4 +50,26 @@ def digest(path: str) -> str | None:
 
 
 def unchanged(used: Mapping[str, str]) -> bool:
-    return all(digest(path) == value for path, value in used.items())
+    """Every file read is as it was, and no file that may import one of the modules whose
+    callers were read has changed since (``admission.importers_key``)."""
+    markers = []
+    for path, value in used.items():
+        if path.startswith(IMPORTERS):
+            markers.append(path)
+        elif digest(path) != value:
+            return False
+    return all(importers_unchanged(marker) for marker in markers)
+
+
+def refreshed(used: Mapping[str, str]) -> dict[str, str] | None:
+    """``used`` (found unchanged) with its importers keys made anew, when checking them
+    had to read files changed since they were made; None when there is nothing to renew."""
+    fresh: dict[str, str] | None = None
+    for path in used:
+        if path.startswith(IMPORTERS):
+            new = refreshed_key(path)
+            if new is not None:
+                fresh = fresh if fresh is not None else dict(used)
+                del fresh[path]
+                fresh[new] = ""
+    return fresh

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import dependencies
+from .analysis.project import admission
 from .analysis.project.admission import project_admits
 from .cache import Cache, StatIndex, content_hash, portable, settings_key
 from .config import Settings
@@ -233,8 +234,11 @@ def _skip_verdict(fingerprint: str, imported: list[str]) -> str | None:
     """``skip:<filter>``, with the stat signatures of the project modules the file imports:
     the file was skipped because none of them is about averaging, which holds only while
     they are unchanged (a helper that gains an EMA class makes its importers relevant)."""
-    signatures = []
+    signatures: list[list] = []
     for name in imported:
+        if name.startswith(admission.IMPORTERS):
+            signatures.append([name])  # no file: the project's files that may import it
+            continue
         signature = StatIndex.signature(name)
         if signature is None or time.time() - max(signature[1:3]) / 1e9 < StatIndex.RACY_SECONDS:
             return None  # cannot tell later whether it changed: do not remember the skip
@@ -254,12 +258,33 @@ def _imports_unchanged(imported: str, stat_index: StatIndex) -> bool:
         return False
     if not isinstance(entries, list):
         return False
+    markers: list[str] = []
     for entry in entries:
         if not (isinstance(entry, list) and entry and isinstance(entry[0], str)):
             return False
-        if stat_index.signature_now(entry[0]) != entry[1:]:
+        if len(entry) == 1 and entry[0].startswith(admission.IMPORTERS):
+            markers.append(entry[0])
+        elif stat_index.signature_now(entry[0]) != entry[1:]:
             return False
-    return True
+    return all(admission.importers_unchanged(marker) for marker in markers)
+
+
+def _refreshed(verdict: str) -> str | None:
+    """A skip verdict that was found to hold, with its importers keys made anew when
+    checking them had to read files changed since (None: nothing to renew)."""
+    fingerprint, _, imported = verdict.partition("|")
+    if not fingerprint.startswith("skip:") or admission.IMPORTERS not in imported:
+        return None
+    entries = json.loads(imported)
+    renewed = False
+    for entry in entries:
+        if len(entry) == 1 and entry[0].startswith(admission.IMPORTERS):
+            new = admission.refreshed_key(entry[0])
+            if new is not None:
+                entry[0], renewed = new, True
+    if not renewed:
+        return None
+    return f"{fingerprint}|{json.dumps(entries, separators=(',', ':'))}"
 
 
 def _settle_known(
@@ -436,6 +461,9 @@ def _dispatch(
                 known = _settle_known(verdict, path, file_settings, mode, cache, stat_index)
                 if known is not None:
                     outcomes[index] = known
+                    fresh = _refreshed(verdict)
+                    if fresh is not None:
+                        stat_index.record(where, signature, fresh)
                     continue
         try:
             data = read_source(path)

@@ -2,13 +2,18 @@
 
 Documents are linted on open, change and save; a saved configuration file (or a watched
 one the client reports) re-lints every open document, since any of them may be governed by
-it. Code actions: each finding's fix (unsafe ones say so in their title and are never
+it. A saved or watched Python file (or one opened that the project model did not list yet)
+updates the model's import index for that file alone and re-lints the open documents that
+import it or that it imports: a helper's findings depend on what its callers pass. Other
+modules are read from disk, so an unsaved edit reaches the others when it is saved.
+Code actions: each finding's fix (unsafe ones say so in their title and are never
 preferred), a ``# noqa`` comment, and fix all (``source.fixAll.ema-lint``). Hover shows
 the rule's ``ema-lint explain`` text.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +108,9 @@ class EmaLintServer(LanguageServer):
             return
         if watched is None or not watched.dynamic_registration:
             return
-        watchers = [types.FileSystemWatcher(glob_pattern=f"**/{name}") for name in CONFIG_NAMES]
+        # Python files too: a module written outside the editor may call an open helper.
+        globs = [f"**/{name}" for name in CONFIG_NAMES] + ["**/*.py"]
+        watchers = [types.FileSystemWatcher(glob_pattern=glob) for glob in globs]
         params = types.RegistrationParams(
             registrations=[
                 types.Registration(
@@ -121,6 +128,34 @@ class EmaLintServer(LanguageServer):
     def relint_all(self) -> None:
         for uri in self.documents.uris():
             self.lint(uri)
+
+    def index_changes(self, paths: list[Path], *, only_new: bool = False) -> list[str]:
+        """Tell the project model that files changed on disk (it updates its index for
+        them alone); returns the open documents that import them or that they import,
+        whose findings may depend on them (a helper's depend on its callers).
+        ``only_new``: only a file the model did not list yet counts (a document opened:
+        its text on disk is no news otherwise)."""
+        from ..analysis.project import model
+
+        changes = []
+        for path in paths:
+            if not path.name.endswith(".py"):
+                continue
+            try:
+                change = model.file_changed(str(path))
+            except Exception as error:  # a bug of ema-lint must not take the server down
+                self.log(f"ema-lint: cannot index {path}: {type(error).__name__}: {error}")
+                continue
+            if change is not None and (change.listed or not only_new):
+                changes.append(change)
+        if not changes:
+            return []
+        linked = []
+        for uri in self.documents.uris():
+            other = path_of(uri)
+            if other is not None and any(model.linked(c, os.path.abspath(other)) for c in changes):
+                linked.append(uri)
+        return linked
 
     # Conversions --------------------------------------------------------------------------
     def range(self, linted: Linted, start: int, end: int) -> types.Range:
@@ -297,7 +332,10 @@ def create() -> EmaLintServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: EmaLintServer, params: types.DidOpenTextDocumentParams) -> None:
+        linked = ls.index_changes(_paths([params.text_document.uri]), only_new=True)
         ls.lint(params.text_document.uri)
+        for uri in linked:
+            ls.lint(uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: EmaLintServer, params: types.DidChangeTextDocumentParams) -> None:
@@ -308,7 +346,10 @@ def create() -> EmaLintServer:
         if _is_config(params.text_document.uri):
             ls.relint_all()
         else:
+            linked = ls.index_changes(_paths([params.text_document.uri]))
             ls.lint(params.text_document.uri)
+            for uri in linked:
+                ls.lint(uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: EmaLintServer, params: types.DidCloseTextDocumentParams) -> None:
@@ -317,8 +358,12 @@ def create() -> EmaLintServer:
 
     @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
     def did_change_watched(ls: EmaLintServer, params: types.DidChangeWatchedFilesParams) -> None:
+        linked = ls.index_changes(_paths([change.uri for change in params.changes]))
         if any(_is_config(change.uri) for change in params.changes):
             ls.relint_all()
+        else:
+            for uri in linked:
+                ls.lint(uri)
 
     @server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,
@@ -336,6 +381,10 @@ def create() -> EmaLintServer:
         return ls.hover(params)
 
     return server
+
+
+def _paths(uris: list[str]) -> list[Path]:
+    return [p for p in map(path_of, uris) if p is not None]
 
 
 def _is_config(uri: str) -> bool:

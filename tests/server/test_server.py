@@ -446,7 +446,7 @@ async def test_project_configuration_governs_findings(client: LanguageClient, fo
 async def test_watched_configuration_changes_recheck(client: LanguageClient, folder: Path):
     (registration,) = [r for r in REGISTRATIONS if r.method == "workspace/didChangeWatchedFiles"]
     patterns = {w["globPattern"] for w in registration.register_options["watchers"]}
-    assert patterns == {"**/pyproject.toml", "**/ema-lint.toml", "**/.ema-lint.toml"}
+    assert patterns == {"**/pyproject.toml", "**/ema-lint.toml", "**/.ema-lint.toml", "**/*.py"}
     project = folder / "project"
     project.mkdir()
     uri = _open(client, project / "train.py", PYTHON)
@@ -475,3 +475,96 @@ async def test_excluded_files_are_not_checked(client: LanguageClient, folder: Pa
         assert await _settled(client, uri) == [], relative
     uri = _open(client, project / "src" / "train.py", PYTHON)
     assert _codes(await _settled(client, uri)) == ["EMA101", "EMA405"]
+
+
+# The project: a helper's findings depend on the files that import it -------------------
+ENGINE = """\
+import torch
+
+
+def train_one_epoch(model, loader, optimizer, tracker):
+    for images, targets in loader:
+        loss = torch.nn.functional.cross_entropy(model(images), targets)
+        optimizer.zero_grad()
+        loss.backward()
+        tracker.update(model)
+        optimizer.step()
+"""
+MAIN = """\
+import torch
+from timm.utils import ModelEmaV2
+
+from engine import train_one_epoch
+
+
+def main(model, loader, epochs):
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model_ema = ModelEmaV2(model, decay=0.9998)
+    for _ in range(epochs):
+        train_one_epoch(model, loader, optimizer, model_ema)
+"""
+# The same caller with a meter, not an average: the helper stays silent.
+MAIN_METER = MAIN.replace("model_ema)", "meter)").replace(
+    "model_ema = ModelEmaV2(model, decay=0.9998)", "meter = object()"
+)
+
+
+def _project(folder: Path) -> Path:
+    project = folder / "project"
+    project.mkdir()
+    (project / "setup.cfg").write_text("", encoding="utf-8")
+    return project
+
+
+async def test_a_new_importer_relints_the_open_helper(client: LanguageClient, folder: Path):
+    project = _project(folder)
+    helper = _open(client, project / "engine.py", ENGINE)
+    assert _codes(await _settled(client, helper)) == []
+    # A new file calls the helper with an average: opening it re-checks the helper.
+    caller = _open(client, project / "main.py", MAIN)
+    await _settled(client, caller)
+    assert _codes(client.diagnostics.get(helper, [])) == ["EMA203"]
+
+
+async def test_a_saved_caller_relints_the_open_helper(client: LanguageClient, folder: Path):
+    project = _project(folder)
+    caller = _open(client, project / "main.py", MAIN_METER)
+    helper = _open(client, project / "engine.py", ENGINE)
+    assert _codes(await _settled(client, helper)) == []
+    _change(client, caller, MAIN)
+    (project / "main.py").write_text(MAIN, encoding="utf-8")
+    client.text_document_did_save(
+        types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=caller))
+    )
+    await _settled(client, caller)
+    assert _codes(client.diagnostics.get(helper, [])) == ["EMA203"]
+    # And back: saved without the average, the helper is silent again.
+    _change(client, caller, MAIN_METER)
+    (project / "main.py").write_text(MAIN_METER, encoding="utf-8")
+    client.text_document_did_save(
+        types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=caller))
+    )
+    await _settled(client, caller)
+    assert _codes(client.diagnostics.get(helper, [])) == []
+
+
+async def test_a_watched_caller_relints_the_open_helper(client: LanguageClient, folder: Path):
+    project = _project(folder)
+    helper = _open(client, project / "engine.py", ENGINE)
+    assert _codes(await _settled(client, helper)) == []
+    # Written outside the editor (a checkout, another tool): the client reports it.
+    caller = project / "main.py"
+    caller.write_text(MAIN, encoding="utf-8")
+    client.workspace_did_change_watched_files(
+        types.DidChangeWatchedFilesParams(
+            changes=[types.FileEvent(uri=caller.as_uri(), type=types.FileChangeType.Created)]
+        )
+    )
+    assert _codes(await _settled(client, helper)) == ["EMA203"]
+    caller.unlink()
+    client.workspace_did_change_watched_files(
+        types.DidChangeWatchedFilesParams(
+            changes=[types.FileEvent(uri=caller.as_uri(), type=types.FileChangeType.Deleted)]
+        )
+    )
+    assert _codes(await _settled(client, helper)) == []

@@ -20,8 +20,10 @@ object into the helper.
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
@@ -30,7 +32,15 @@ from ema_lint.analysis.syntax.vocabulary import averaged_identifier
 from ema_lint.files import read_regular
 from ema_lint.prefilter import code_names, without_prose
 
-from .resolution import module_for_path, module_stem, project_files, project_root, resolve
+from .resolution import (
+    listed_at,
+    lists,
+    module_for_path,
+    module_stem,
+    project_files,
+    project_root,
+    resolve,
+)
 
 _IMPORT = re.compile(
     rb"^[ \t]*(?:from[ \t]+(\.*[A-Za-z_][\w.]*|\.+)[ \t]+import\b([^\n#]*)"
@@ -344,6 +354,16 @@ _WORDS = re.compile(rb"[A-Za-z_]\w*")
 MAX_CALLERS = 64
 MAX_ARGUMENTS = 2000
 _IMPORTERS: dict[str, dict[bytes, list[str]]] = {}
+_IMPORT_WORDS: dict[str, frozenset[bytes]] = {}  # what the index holds of each file
+
+
+def _import_words(data: bytes | None) -> frozenset[bytes]:
+    if data is None or b"import" not in data:
+        return frozenset()
+    words: set[bytes] = set()
+    for match in _IMPORT.finditer(data):
+        words.update(_WORDS.findall(match.group(0)))
+    return frozenset(words)
 
 
 def _importers_by_word(base: str) -> dict[bytes, list[str]]:
@@ -354,16 +374,129 @@ def _importers_by_word(base: str) -> dict[bytes, list[str]]:
         return found
     found = {}
     for path in project_files(base):
-        data = _read(path)
-        if data is None or b"import" not in data:
-            continue
-        words: set[bytes] = set()
-        for match in _IMPORT.finditer(data):
-            words.update(_WORDS.findall(match.group(0)))
+        words = _IMPORT_WORDS[path] = _import_words(_read(path))
         for word in words:
             found.setdefault(word, []).append(path)
     _IMPORTERS[base] = found
     return found
+
+
+def file_changed(path: str) -> frozenset[bytes]:
+    """Bring the import index up to date with one file as it is on disk now (written,
+    created or removed), without a scan of the project; returns the words of its import
+    lines before and after, the modules whose importers may have changed."""
+    data = _read(path) if os.path.isfile(path) else None
+    before = _IMPORT_WORDS.get(path, frozenset())
+    after = _import_words(data)
+    for base, index in _IMPORTERS.items():
+        if not lists(base, path):
+            continue
+        for word in before - after:
+            holders = index.get(word)
+            if holders is not None and path in holders:
+                holders.remove(path)
+        for word in after - before:
+            holders = index.setdefault(word, [])
+            if path not in holders:
+                bisect.insort(holders, path)
+    if data is None:
+        _IMPORT_WORDS.pop(path, None)
+    else:
+        _IMPORT_WORDS[path] = after
+    return before | after
+
+
+def linked(path: str, words: frozenset[bytes], other: str) -> bool:
+    """``other`` is a module whose name ``words`` (the import lines of ``path``) spell, or
+    a file whose import lines spell the name of ``path``."""
+    if other == path:
+        return False
+    if module_stem(other).encode() in words:
+        return True
+    known = _IMPORT_WORDS.get(other)
+    if known is None:
+        known = _import_words(_read(other))
+    return module_stem(path).encode() in known
+
+
+# A result that read a module's importers holds while no file of the project that could
+# import the module has changed since they were listed: the key records when, and a later
+# run checks only the files changed since then (their change times, no reading of the rest).
+IMPORTERS = "importers|"
+CHANGE_MARGIN = 2.0  # seconds: a file changed just before the listing is checked again
+
+
+def importers_key(path: str) -> str:
+    """The dependency of a lint on the project files that import ``path`` (its callers)."""
+    path = os.path.abspath(path)
+    folder = os.path.dirname(path)
+    base = project_root(folder) or folder
+    return f"{IMPORTERS}{listed_at(base) - CHANGE_MARGIN:.3f}|{path}"
+
+
+# By project root: the change times of its files, sorted, and when they were taken.
+_CHANGES: dict[str, tuple[list[int], list[str], float]] = {}
+
+
+def _changed_since(base: str, since: float) -> list[str]:
+    """The project files whose change time is ``since`` or later (stat once per process)."""
+    known = _CHANGES.get(base)
+    if known is None:
+        files = project_files(base)
+        taken = min(time.time(), listed_at(base))  # a file created after it was listed
+        timed: list[tuple[int, str]] = []
+        for other in files:
+            try:
+                timed.append((os.stat(other).st_ctime_ns, other))
+            except OSError:
+                continue
+        timed.sort()
+        known = _CHANGES[base] = ([t for t, _ in timed], [p for _, p in timed], taken)
+    times, paths, _ = known
+    return paths[bisect.bisect_left(times, int(since * 1e9)) :]
+
+
+def _parse(key: str) -> tuple[float, str, str] | None:
+    """(moment, module path, project root) of an importers key."""
+    _, _, rest = key.partition(IMPORTERS)
+    since, _, path = rest.partition("|")
+    try:
+        moment = float(since)
+    except ValueError:
+        return None
+    folder = os.path.dirname(path)
+    return moment, path, project_root(folder) or folder
+
+
+def importers_unchanged(key: str) -> bool:
+    """No file of the project changed since ``key`` was made spells the module's name
+    (the only way a file can come to import it, or call what it imports from it)."""
+    parsed = _parse(key)
+    if parsed is None:
+        return False
+    moment, path, base = parsed
+    stem = module_stem(path).encode()
+    for other in _changed_since(base, moment):
+        if other == path:
+            continue
+        data = _read(other)
+        if data is not None and stem in data and next(_words_at(data, stem), None) is not None:
+            return False
+    return True
+
+
+def refreshed_key(key: str) -> str | None:
+    """A key that holds what ``key`` holds, made now, when checking ``key`` had to read
+    files changed since it was made (else None): stored back, the next run reads none of
+    them again. Only for a key ``importers_unchanged`` just found to hold."""
+    parsed = _parse(key)
+    if parsed is None:
+        return None
+    moment, path, base = parsed
+    if not [p for p in _changed_since(base, moment) if p != path]:
+        return None
+    taken = _CHANGES[base][2] - CHANGE_MARGIN
+    return f"{IMPORTERS}{taken:.3f}|{path}" if taken > moment else None
 
 
 def _arguments(data: bytes, start: int) -> bytes:
@@ -447,7 +580,9 @@ def receives_averaging(
     folder = os.path.dirname(path)
     base = project_root(folder) or folder
     seen = consulted if consulted is not None else []
-    for other in _importers_by_word(base).get(stem.encode(), [])[:MAX_CALLERS]:
+    importers = _importers_by_word(base).get(stem.encode(), [])
+    seen.append(importers_key(path))  # a new importer may hand it an average
+    for other in importers[:MAX_CALLERS]:
         if other == path:
             continue
         caller = _read(other)
@@ -462,4 +597,6 @@ def receives_averaging(
 def forget() -> None:
     """Forget the import index (the files may have changed)."""
     _IMPORTERS.clear()
+    _IMPORT_WORDS.clear()
     _IDENTIFIERS.clear()
+    _CHANGES.clear()

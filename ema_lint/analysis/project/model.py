@@ -25,6 +25,7 @@ were read are kept in ``used``, so the results cache can tell when a helper chan
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import os
@@ -836,6 +837,9 @@ class ProjectLink:
         """Project files other than this one whose bytes could import ``function`` from this
         module: they hold the function's name and this module's (its package's for
         ``__init__``). A byte test, so no file is parsed to answer it."""
+        # A file that starts importing this module later changes the answer: the results
+        # cache keeps the lint only while no file changed since spells the module's name.
+        self.used.setdefault(admission.importers_key(self.me.path), "")
         stem = module_stem(self.me.path)
         needle, word = stem.encode(), function.encode()
         # As whole identifiers: a module ``lamb`` is not named by every ``lambda``.
@@ -1039,6 +1043,22 @@ def _could_step(body: bytes, is_class: bool) -> bool:
 
 
 _STEP_HELPERS: dict[str, frozenset[bytes]] = {}
+_STEP_NAMES: dict[str, frozenset[bytes]] = {}  # by file, for an update of one file
+
+
+def _step_names(path: str) -> frozenset[bytes]:
+    read = STORE.read(path)
+    if read is None:
+        return frozenset()
+    data = read[1]
+    if b".step(" not in data and b".backward(" not in data:
+        return frozenset()
+    names: set[bytes] = set()
+    for match in TOP_DEFINITION.finditer(data):
+        body = definition(data, match.group(1).decode("ascii"))
+        if body is not None and _could_step(body, match.group(0).startswith(b"class")):
+            names.add(match.group(1))
+    return frozenset(names)
 
 
 def step_helper_names(base: str) -> frozenset[bytes]:
@@ -1050,23 +1070,72 @@ def step_helper_names(base: str) -> frozenset[bytes]:
         return found
     names: set[bytes] = set()
     for path in project_files(base):
-        read = STORE.read(path)
-        if read is None:
-            continue
-        data = read[1]
-        if b".step(" not in data and b".backward(" not in data:
-            continue
-        for match in TOP_DEFINITION.finditer(data):
-            body = definition(data, match.group(1).decode("ascii"))
-            if body is not None and _could_step(body, match.group(0).startswith(b"class")):
-                names.add(match.group(1))
+        mine = _STEP_NAMES[path] = _step_names(path)
+        names.update(mine)
     found = _STEP_HELPERS[base] = frozenset(names)
     return found
+
+
+@dataclass(frozen=True)
+class Change:
+    """What a long-lived process learnt of one file when told it changed."""
+
+    path: str
+    words: frozenset[bytes]  # its import lines' words, before and after
+    listed: bool  # created or removed: the project's listing changed
+
+
+_SEEN: dict[str, tuple[int, int, int] | None] = {}
+
+
+def file_changed(path: str) -> Change | None:
+    """Bring what this process knows of the project up to date with one file as it is on
+    disk (written, created or removed): the listings, name lookups, the import index and
+    the step helpers' names are updated for it alone, no scan of the project (the language
+    server calls it on each save). None: the file is as it was when last told."""
+    path = os.path.abspath(path)
+    try:
+        st = os.stat(path)
+        signature: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+    except OSError:
+        signature = None
+    exists = signature is not None and path.endswith(".py") and os.path.isfile(path)
+    listed = False
+    for found in resolution.listings_holding(path):
+        if exists and path not in found:
+            bisect.insort(found, path)  # near where a walk of the folder lists it
+            listed = True
+        elif not exists and path in found:
+            found.remove(path)
+            listed = True
+    if listed:
+        resolution.clear_lookups()  # a module appeared or went: names resolve anew
+    if not listed and path in _SEEN and _SEEN[path] == signature:
+        return None
+    _SEEN[path] = signature
+    words = admission.file_changed(path)
+    bases = [b for b in _STEP_HELPERS if resolution.lists(b, path)]
+    after = _step_names(path) if bases and exists else frozenset()
+    if bases and after != _STEP_NAMES.get(path, frozenset()):
+        _STEP_NAMES[path] = after
+        for base in bases:
+            _STEP_HELPERS[base] = frozenset().union(
+                *(_STEP_NAMES.get(p, frozenset()) for p in project_files(base))
+            )
+    return Change(path, words, listed)
+
+
+def linked(change: Change, other: str) -> bool:
+    """The file ``other`` may import the changed file, or be imported by it (before or
+    after the change): its findings may depend on the change (a byte test)."""
+    return admission.linked(change.path, change.words, other)
 
 
 def forget() -> None:
     """Forget listings and file reads (the files may have changed)."""
     _STEP_HELPERS.clear()
+    _STEP_NAMES.clear()
+    _SEEN.clear()
     STORE.files.clear()
     resolution.clear()
     admission.forget()

@@ -21,6 +21,7 @@ run asks the file system once per folder and name.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -233,6 +234,12 @@ def _init_of(folder: str) -> str | None:
 def clear() -> None:
     """Forget every lookup (the file system changed: tests, a long-lived process)."""
     _PROJECT_FILES.clear()
+    _LISTED_AT.clear()
+    clear_lookups()
+
+
+def clear_lookups() -> None:
+    """Forget how names resolve (a module was created or removed), not the listings."""
     for function in (
         _candidates,
         _is_package,
@@ -246,6 +253,7 @@ def clear() -> None:
 
 
 _PROJECT_FILES: dict[str, list[str]] = {}
+_LISTED_AT: dict[str, float] = {}
 
 
 def project_files(base: str) -> list[str]:
@@ -253,6 +261,7 @@ def project_files(base: str) -> list[str]:
     found = _PROJECT_FILES.get(base)
     if found is not None:
         return found
+    _LISTED_AT[base] = time.time()
     found = []
     for folder, dirs, files in os.walk(base):
         dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
@@ -263,6 +272,25 @@ def project_files(base: str) -> list[str]:
             break
     _PROJECT_FILES[base] = found
     return found
+
+
+def listed_at(base: str) -> float:
+    """When ``project_files(base)`` walked the folder (now, if it has not yet)."""
+    return _LISTED_AT.get(base, time.time())
+
+
+def lists(base: str, path: str) -> bool:
+    """Would ``project_files(base)`` list ``path`` (were it a Python file there)?"""
+    prefix = base.rstrip(os.sep) + os.sep
+    if not path.startswith(prefix) or not path.endswith(".py"):
+        return False
+    folders = path[len(prefix) :].split(os.sep)[:-1]
+    return not any(d in _SKIP_DIRS or d.startswith(".") for d in folders)
+
+
+def listings_holding(path: str) -> list[list[str]]:
+    """The listings made so far that list ``path`` when it exists."""
+    return [found for base, found in _PROJECT_FILES.items() if lists(base, path)]
 
 
 def module_stem(path: str) -> str:
