@@ -29,7 +29,10 @@ class DecayOutOfRange(Rule):
 
     - **in the API's own semantics**: ``decay``/``beta``/Keras ``ema_momentum`` are the
       weight on the old average; mmengine-style ``momentum`` and optax ``step_size`` are
-      the weight on the new value and are converted (``1 - momentum``);
+      the weight on the new value and are converted (``1 - momentum``); with the trees
+      in the other order (``ema = optax.incremental_update(ema, params, 0.999)``, the
+      average passed as the new tensors and bound to the result) ``step_size`` is the
+      average's own weight, the decay, and is judged as one;
     - **where it is written**: through constants, arithmetic, argparse defaults,
       dataclass fields (dataclass, attrs, pydantic, ``NamedTuple``, flax ``struct``,
       equinox ``Module``: the value a construction gives, also for ``self.decay`` in a

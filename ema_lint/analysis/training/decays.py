@@ -20,11 +20,11 @@ rules judge them like an API's argument.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
-from ema_lint.analysis.objects.api_calls import BoundCalls
+from ema_lint.analysis.objects.api_calls import BoundCalls, swapped_trees
 from ema_lint.analysis.objects.apis import (
     NOT_NONE,
     REQUIRED,
@@ -118,6 +118,10 @@ class DecaySetting:
     # The call that uses a value written in another call (an ``ema_update(..., d)`` whose
     # ``d`` is ``sched.get_value()`` of a warmup schedule): a related location.
     used_by: cst.CSTNode | None = None
+    # ``ema = optax.incremental_update(ema, params, w)``: the average passed as the new
+    # tensors, so the weight is on the average (the side is then ``Side.OLD``). Swapped
+    # trees with a momentum-style value are EMA302's; with a decay, the two swaps cancel.
+    trees_swapped: bool = False
 
     @property
     def hand_made(self) -> bool:
@@ -329,13 +333,17 @@ class DecaySettings:
         use = obj.use if obj is not None else Use.EVAL
         if spec.role is Role.GRADIENT_EMA:
             use = Use.NOT_WEIGHTS
+        trees_swapped = swapped_trees(self.ctx, bound) is not None
+        if trees_swapped:
+            # The result is the tree passed as the new tensors: the weight is the average's.
+            weight = replace(weight, side=Side.OLD if weight.side is Side.NEW else Side.NEW)
         expr = bound.value(weight.param)
         value: Value | None = None
         given: float | None = None
         if expr is not None:
             value = self.resolver.resolve(expr)
             given = value.number if value is not None else None
-            schedule = self._schedule_of(expr) if value is None else None
+            schedule = self._schedule_of(expr) if value is None and not trees_swapped else None
             if schedule is not None:
                 return self._scheduled(bound, schedule, obj, use)
         elif bound.is_default(weight.param) and weight.default is not None:
@@ -367,6 +375,7 @@ class DecaySettings:
             use,
             spec_interval,
             self.resolver,
+            trees_swapped=trees_swapped,
         )
         if value is not None and self._is_parameter_default(value.origin, bound.call):
             # ``def setup_ema(self, decay=0.9999): ModelEmaV3(m, decay=decay)``: the value is
@@ -1148,7 +1157,12 @@ def describe_value(setting: DecaySetting) -> str:
     if setting.ramp is not None and weight.param != "decay":
         what = f"EMA {weight.param} (a decay ceiling)"
     text = f"{what} {format_number(given)}"
-    if weight.side is Side.NEW and setting.decay is not None:
+    if setting.trees_swapped and setting.decay is not None:
+        text += (
+            f" (a decay of {format_number(setting.decay)}, with the average passed as "
+            f"{setting.spec.source})"
+        )
+    elif weight.side is Side.NEW and setting.decay is not None:
         text += f" (a decay of {format_number(setting.decay)})"
     via = setting.value.via if setting.value is not None else ""
     if via and via != weight.param:
