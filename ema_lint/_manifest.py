@@ -785,6 +785,10 @@ RULES = (
                 ),
             ),
             (
+                (identifier("TraditionalEMA"),),
+                (b"training",),
+            ),
+            (
                 (
                     identifier("get_ema_avg_fn"),
                     identifier("get_ema_multi_avg_fn"),

@@ -162,7 +162,9 @@ class DecayOutOfRange(Rule):
       bound; one computed from a half-life in samples (``0.5 ** (batch / halflife_nimg)``,
       StyleGAN's 10k images, about 0.9978 per step at batch 32, or EDM's 500 kimg) is the
       batch-aware form of a horizon chosen for the recipe, and is not judged by the fixed
-      range at all: EMA104 compares it with the run where the run's length is known.
+      range at all: EMA104 compares it with the run where the run's length is known. The
+      same holds for an API that takes the half-life in images (EDM2's ``TraditionalEMA(net,
+      halflife_Mimg=...)``).
 
     The lower bound applies to any run that can hold it: an evaluation EMA over a few
     hundred steps is barely smoother than the live weights. Only a run whose length is read

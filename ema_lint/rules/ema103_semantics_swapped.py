@@ -127,6 +127,8 @@ class DecaySemanticsSwapped(Rule):
             return False
         if setting.obj is not None and setting.obj.weight_reassigned:
             return False
+        if setting.half_life:
+            return False  # a half-life in samples: no side to swap
         if setting.trees_swapped:
             # ``ema = optax.incremental_update(ema, params, w)``: with a decay as ``w`` the
             # two swaps cancel; with a momentum, the trees are EMA302's finding.
