@@ -102,7 +102,9 @@ class DecayOutOfRange(Rule):
       averages (``def ema(xs, ys, k)``, ``average``, ``momentum_update``) and a call hands
       it weights, or when every call of the module passes an averaged copy's weights from
       inside a loop (``blend(ema_model.parameters(), model.parameters(), 0.9)`` per step;
-      a one-off mix outside the loop is a merge);
+      a one-off mix outside the loop is a merge), or, with neutral names, when every call
+      passes a ``deepcopy`` of the model a loop trains and that model, once per training
+      step (``step(twin.parameters(), net.parameters(), 0.9)``);
     - **in JAX**: ``jax.tree.map(lambda e, p: d * e + (1 - d) * p, ema_params, params)``,
       and a leaf-wise helper a tree map applies to an averaged tree (``lambda e, p:
       ema(e, p, decay)``, the lambda bound to a name first, the helper in another module or

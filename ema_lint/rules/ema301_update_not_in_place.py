@@ -66,7 +66,10 @@ class UpdateNotInPlace(Rule):
     ``*momentum_update*``, ``soft_update``, ``target_net``...; a helper over two sequences
     also when its parameters say which is the average (``target``/``source``,
     ``average``/``current``) or every call hands it an averaged copy's weights from inside a
-    loop. Model merging and
+    loop; with neutral names too, when its arithmetic moves the first sequence toward the
+    second by a weight and its complement and every call hands it a ``deepcopy`` of the
+    model a loop trains and that model, once per training step (``step(twin.parameters(),
+    net.parameters(), 0.999)`` with ``twin = copy.deepcopy(net)``). Model merging and
     interpolation, optimizer moments, VQ codebooks and loss smoothing are not judged.
 
     ## Why it hurts training

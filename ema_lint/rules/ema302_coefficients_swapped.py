@@ -98,7 +98,10 @@ class CoefficientsSwapped(Rule):
     helper over two sequences whose parameters say which is the average, ``def
     sync(target, source, k)`` or ``def step(average, current, k)``, whose own name says it
     averages, ``def ema(xs, ys, k)``, or that every call passes an averaged copy's weights
-    from inside a loop, ``blend(ema_model.parameters(), model.parameters(), 0.999)``),
+    from inside a loop, ``blend(ema_model.parameters(), model.parameters(), 0.999)``, or,
+    whatever the names, a ``deepcopy`` of the model a loop trains and that model once per
+    training step, ``step(twin.parameters(), net.parameters(), 0.999)``; a merge after
+    training, a ``tau`` interpolation or a loop that trains nothing is not an average),
     helpers that return the average (``return ema_value * d + value * (1 - d)``), the
     running mean's two halves (``e.add_(-k * e)`` then ``e.add_(k * p)``), lists of the
     two models' tensors filled in a loop, and JAX's tree maps
