@@ -29,7 +29,10 @@ class DecayOutOfRange(Rule):
 
     - **in the API's own semantics**: ``decay``/``beta``/Keras ``ema_momentum`` are the
       weight on the old average; mmengine-style ``momentum`` and optax ``step_size`` are
-      the weight on the new value and are converted (``1 - momentum``);
+      the weight on the new value and are converted (``1 - momentum``); with the trees
+      in the other order (``ema = optax.incremental_update(ema, params, 0.999)``, the
+      average passed as the new tensors and bound to the result) ``step_size`` is the
+      average's own weight, the decay, and is judged as one;
     - **where it is written**: through constants, arithmetic, argparse defaults,
       dataclass fields (dataclass, attrs, pydantic, ``NamedTuple``, flax ``struct``,
       equinox ``Module``: the value a construction gives, also for ``self.decay`` in a
@@ -99,7 +102,9 @@ class DecayOutOfRange(Rule):
       averages (``def ema(xs, ys, k)``, ``average``, ``momentum_update``) and a call hands
       it weights, or when every call of the module passes an averaged copy's weights from
       inside a loop (``blend(ema_model.parameters(), model.parameters(), 0.9)`` per step;
-      a one-off mix outside the loop is a merge);
+      a one-off mix outside the loop is a merge), or, with neutral names, when every call
+      passes a ``deepcopy`` of the model a loop trains and that model, once per training
+      step (``step(twin.parameters(), net.parameters(), 0.9)``);
     - **in JAX**: ``jax.tree.map(lambda e, p: d * e + (1 - d) * p, ema_params, params)``,
       and a leaf-wise helper a tree map applies to an averaged tree (``lambda e, p:
       ema(e, p, decay)``, the lambda bound to a name first, the helper in another module or
@@ -159,7 +164,9 @@ class DecayOutOfRange(Rule):
       bound; one computed from a half-life in samples (``0.5 ** (batch / halflife_nimg)``,
       StyleGAN's 10k images, about 0.9978 per step at batch 32, or EDM's 500 kimg) is the
       batch-aware form of a horizon chosen for the recipe, and is not judged by the fixed
-      range at all: EMA104 compares it with the run where the run's length is known.
+      range at all: EMA104 compares it with the run where the run's length is known. The
+      same holds for an API that takes the half-life in images (EDM2's ``TraditionalEMA(net,
+      halflife_Mimg=...)``).
 
     The lower bound applies to any run that can hold it: an evaluation EMA over a few
     hundred steps is barely smoother than the live weights. Only a run whose length is read

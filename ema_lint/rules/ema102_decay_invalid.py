@@ -93,8 +93,8 @@ class DecayInvalid(Rule):
         if setting.obj is not None and setting.obj.weight_reassigned:
             return None
         given = setting.given
-        if given is None:
-            return None
+        if given is None or setting.half_life:
+            return None  # (a half-life in samples is not a weight in [0, 1])
         side = setting.weight.side
         if given < 0.0 or given > 1.0:
             return "is outside [0, 1]: the average diverges instead of smoothing"

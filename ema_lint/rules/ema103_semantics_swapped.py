@@ -48,6 +48,9 @@ class DecaySemanticsSwapped(Rule):
     when its own arithmetic and the weight's name agree: ``lerp_(p, self.momentum)`` or
     ``mul_(1 - momentum).add_(p, alpha=momentum)`` with a momentum near one (reported at the
     default or constant where it is written; EMA302 does not call such an update swapped).
+    ``ema = optax.incremental_update(ema, params, 0.999)`` passes the average as the new
+    tensors and binds it to the result: the two swaps cancel and the average keeps 0.999 of
+    itself, so it is not reported (with a momentum there, the trees are EMA302's finding).
 
     ## Why it hurts training
     ``ExponentialMovingAverage(model, momentum=0.9999)`` keeps 0.01% of the old average at
@@ -123,6 +126,12 @@ class DecaySemanticsSwapped(Rule):
             # it: name and arithmetic agree, and a value near one is the value's error.
             return False
         if setting.obj is not None and setting.obj.weight_reassigned:
+            return False
+        if setting.half_life:
+            return False  # a half-life in samples: no side to swap
+        if setting.trees_swapped:
+            # ``ema = optax.incremental_update(ema, params, w)``: with a decay as ``w`` the
+            # two swaps cancel; with a momentum, the trees are EMA302's finding.
             return False
         given = setting.given
         if setting.weight.side is Side.NEW:

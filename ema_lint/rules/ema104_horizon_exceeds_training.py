@@ -37,6 +37,12 @@ class HorizonExceedsTraining(Rule):
     ema-pytorch, torch-ema, ultralytics, mmdet's ``ExpMomentumEMA``) is followed to the value
     it reaches by then, so a ramp that is still far from its ceiling is not flagged.
 
+    A half-life in images is turned into a per-step decay at the batch size the updates are
+    given: EDM2's ``TraditionalEMA(net, halflife_Mimg=2.0)`` updated with ``ema.update(
+    cur_nimg, batch_size=256)`` decays by ``0.5 ** (256 / 2e6)`` per step; its rampup
+    (``rampup_ratio``, a half-life of at most that share of the images seen) is followed
+    like any warmup. When the batch size is not known, it is not judged.
+
     ## Why it hurts training
     An EMA is an average over roughly its horizon's worth of recent weights. If the horizon
     is a large part of the run, the average at the end still carries a large share of the

@@ -8,6 +8,7 @@ from ..analysis.objects.averaging import AveragingObjects
 from ..analysis.objects.copies import LoopRebind, NoOpCopies
 from ..analysis.objects.triggers import UPDATE_EVIDENCE
 from ..analysis.objects.updates import InPlaceUpdate, InPlaceUpdates
+from ..analysis.syntax.names import dotted_name
 from ..diagnostics import Applicability, Edit, Fix, FixAvailability
 from ..rule import Rule
 
@@ -32,6 +33,9 @@ class UpdateNotInPlace(Rule):
       update_ema(target_params, source_params, rate)``);
     - an out-of-place head in a chain of in-place calls: ``e.mul(d).add_(p, alpha=1 -
       d)`` as a statement (``add_`` updates the product, a temporary the statement drops);
+    - an out-of-place average as a bare statement, whose result nothing keeps:
+      ``e.lerp(p, 1 - d)``, ``torch.lerp(e, p, w)`` without ``out=``, ``e.sub((1 - d) * (e
+      - p))``, ``e.mul(d).add(p, alpha=1 - d)``;
     - a two-statement update with one half rebinding the loop variable: ``e = e * d`` then
       ``e += (1 - d) * p`` (the second half then updates the temporary), or ``e *= d`` then
       ``e = e + (1 - d) * p``; also the running mean of SWA written as two halves
@@ -62,7 +66,10 @@ class UpdateNotInPlace(Rule):
     ``*momentum_update*``, ``soft_update``, ``target_net``...; a helper over two sequences
     also when its parameters say which is the average (``target``/``source``,
     ``average``/``current``) or every call hands it an averaged copy's weights from inside a
-    loop. Model merging and
+    loop; with neutral names too, when its arithmetic moves the first sequence toward the
+    second by a weight and its complement and every call hands it a ``deepcopy`` of the
+    model a loop trains and that model, once per training step (``step(twin.parameters(),
+    net.parameters(), 0.999)`` with ``twin = copy.deepcopy(net)``). Model merging and
     interpolation, optimizer moments, VQ codebooks and loss smoothing are not judged.
 
     ## Why it hurts training
@@ -105,9 +112,10 @@ class UpdateNotInPlace(Rule):
     in-place equivalent with the same arithmetic,
     ``e.copy_(<expression>)`` (``sd[k].copy_(<expression>)`` for a ``state_dict()`` entry,
     whose tensors share storage with the model's), or ``e.lerp_(p, w)`` for
-    ``e = e.lerp(p, w)``. If the update runs outside ``torch.no_grad()``, EMA303 then
-    reports it (an in-place update there is recorded by autograd) and its fix adds the
-    ``no_grad`` block.
+    ``e = e.lerp(p, w)``; a bare statement gets the in-place methods (``e.lerp_(p, w)``,
+    ``e.mul_(d).add_(p, alpha=1 - d)``) or ``out=e`` for ``torch.lerp``. If the update
+    runs outside ``torch.no_grad()``, EMA303 then reports it (an in-place update there is
+    recorded by autograd) and its fix adds the ``no_grad`` block.
     """
 
     code = "EMA301"
@@ -122,6 +130,7 @@ class UpdateNotInPlace(Rule):
     def finish(self) -> None:
         self._no_op_copies()
         self._out_of_place_heads()
+        self._dropped()
         if not self.ctx.nodes(cst.Assign):
             return
         updates = self.ctx.get(InPlaceUpdates)
@@ -165,6 +174,62 @@ class UpdateNotInPlace(Rule):
                 Fix.safe(
                     "Scale in place with mul_", Edit.replace(head.func.attr, cst.Name("mul_"))
                 ),
+            )
+
+    def _dropped(self) -> None:
+        """``e.lerp(p, w)``, ``torch.lerp(e, p, w)``, ``e.sub(k * (e - p))``,
+        ``e.mul(d).add(p, alpha=1 - d)`` as a bare statement: the average is computed into
+        a new tensor that nothing keeps; the in-place spelling was meant."""
+        updates = self.ctx.get(InPlaceUpdates)
+        dropped = [u for u in updates.updates if u.dropped]
+        if not dropped:
+            return
+        objects = self.ctx.get(AveragingObjects)
+        for update in dropped:
+            call = update.node
+            assert isinstance(call, cst.Call)
+            if not objects.averages_weights(update):
+                continue
+            shadow = self.ctx.code(update.shadow)
+            averaged = objects.shadow_name(update)
+            statement = self.ctx.code(call).strip()
+            if len(statement) > 60:
+                statement = statement[:57] + "..."
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value != "lerp":
+                spelling = ".".join(f"{m}_(...)" for m in _chain_methods(call))
+                fix = Fix.safe(
+                    "Update in place",
+                    *(
+                        Edit.replace(c.func.attr, cst.Name(c.func.attr.value + "_"))
+                        for c in _chain(call)
+                    ),
+                )
+                advice = f"{shadow}.{spelling}"
+            elif isinstance(call.func, cst.Attribute) and not _is_torch_lerp(call):
+                fix = Fix.safe(
+                    "Update in place with lerp_", Edit.replace(call.func.attr, cst.Name("lerp_"))
+                )
+                advice = f"{shadow}.lerp_(...)"
+            else:
+                out = cst.Arg(
+                    update.shadow,
+                    keyword=cst.Name("out"),
+                    equal=cst.AssignEqual(
+                        whitespace_before=cst.SimpleWhitespace(""),
+                        whitespace_after=cst.SimpleWhitespace(""),
+                    ),
+                )
+                fix = Fix.safe(
+                    "Write the result into the average with out=",
+                    Edit.replace(call, call.with_changes(args=[*call.args, out])),
+                )
+                advice = f"out={shadow}"
+            self.report(
+                call,
+                f"`{statement}` computes the average into a new tensor and the statement "
+                f"drops it: {averaged}'s weights never change and the averaged model stays "
+                f"at its initial weights; update the tensor in place ({advice})",
+                fix,
             )
 
     def _no_op_copies(self) -> None:
@@ -248,6 +313,24 @@ class UpdateNotInPlace(Rule):
             call = _call_with(target, "copy_", assign.value)
             title = "Update in place with copy_"
         return Fix.safe(title, Edit.replace(assign, cst.Expr(call, semicolon=assign.semicolon)))
+
+
+def _chain(call: cst.Call) -> list[cst.Call]:
+    """``e.mul(d).add(p)`` -> [the ``add`` call, the ``mul`` call]."""
+    found: list[cst.Call] = []
+    node: cst.BaseExpression = call
+    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        found.append(node)
+        node = node.func.value
+    return found
+
+
+def _chain_methods(call: cst.Call) -> list[str]:
+    return [c.func.attr.value for c in reversed(_chain(call))]  # type: ignore[union-attr]
+
+
+def _is_torch_lerp(call: cst.Call) -> bool:
+    return dotted_name(call.func) == "torch.lerp"
 
 
 def _call_with(

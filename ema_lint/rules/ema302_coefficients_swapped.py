@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from ..analysis.objects.api_calls import BoundCalls
+from ..analysis.objects.api_calls import BoundCalls, swapped_trees
 from ..analysis.objects.apis import BoundCall, Role, Side
-from ..analysis.objects.averaging import NOT_WEIGHT_TOKENS, AveragingObjects, tokens
+from ..analysis.objects.averaging import AveragingObjects, tokens
 from ..analysis.objects.horizon import describe_decay, format_number, horizon
 from ..analysis.objects.triggers import FUNCTIONAL_UPDATE_EVIDENCE
 from ..analysis.objects.updates import Coefficient, InPlaceUpdate, InPlaceUpdates, strip_tensor
@@ -98,7 +98,10 @@ class CoefficientsSwapped(Rule):
     helper over two sequences whose parameters say which is the average, ``def
     sync(target, source, k)`` or ``def step(average, current, k)``, whose own name says it
     averages, ``def ema(xs, ys, k)``, or that every call passes an averaged copy's weights
-    from inside a loop, ``blend(ema_model.parameters(), model.parameters(), 0.999)``),
+    from inside a loop, ``blend(ema_model.parameters(), model.parameters(), 0.999)``, or,
+    whatever the names, a ``deepcopy`` of the model a loop trains and that model once per
+    training step, ``step(twin.parameters(), net.parameters(), 0.999)``; a merge after
+    training, a ``tau`` interpolation or a loop that trains nothing is not an average),
     helpers that return the average (``return ema_value * d + value * (1 - d)``), the
     running mean's two halves (``e.add_(-k * e)`` then ``e.add_(k * p)``), lists of the
     two models' tensors filled in a loop, and JAX's tree maps
@@ -213,27 +216,14 @@ class CoefficientsSwapped(Rule):
         half (or, unresolved, written as ``1 - x``); swapped twice over (the decay given as
         ``step_size`` too) the average is right."""
         spec = bound.spec
-        if spec.source is None or spec.shadow is None or spec.weight is None:
+        swapped = swapped_trees(self.ctx, bound)
+        if swapped is None or spec.weight is None:
             return
-        statement = self.ctx.index.parent(bound.call)
-        if not (
-            isinstance(statement, cst.Assign)
-            and statement.value is bound.call
-            and len(statement.targets) == 1
-        ):
-            return
-        source_arg, shadow_arg = bound.arg(spec.source), bound.arg(spec.shadow)
+        source_arg, shadow_arg, target = swapped
         weight = bound.value(spec.weight.param)
-        if not isinstance(source_arg, cst.Arg) or not isinstance(shadow_arg, cst.Arg):
-            return
         if weight is None:
             return
-        target = self.ctx.code(statement.targets[0].target).strip()
-        new, old = self.ctx.code(source_arg.value).strip(), self.ctx.code(shadow_arg.value).strip()
-        if new != target or old == target:
-            return
-        if any(w in NOT_WEIGHT_TOKENS for name in (new, old) for w in tokens(name)):
-            return
+        old = self.ctx.code(shadow_arg.value).strip()
         value = self._resolver.number(weight)
         kept: float | None = None
         if value is not None:

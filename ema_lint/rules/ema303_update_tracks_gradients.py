@@ -158,7 +158,7 @@ class UpdateTracksGradients(Rule):
         """The result stays in the average: not a rebound name (a fresh tensor each step,
         nothing chains), not a ``.data`` write, not a discarded ``state_dict()`` entry."""
         node = update.node
-        if update.form in ("tree_map", "returned", "avg_fn"):
+        if update.form in ("tree_map", "returned", "avg_fn") or update.dropped:
             return False  # a new value (a JAX tree, a returned tensor), nothing in place
         if isinstance(node, cst.Assign):
             target = node.targets[0].target

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ema_lint.analysis.objects.api_calls import ApiCalls, BoundCalls, MappingCalls
+from ema_lint.analysis.objects.api_calls import ApiCalls, BoundCalls, MappingCalls, swapped_trees
 from tests.analysis.helpers import context
 
 
@@ -66,3 +66,15 @@ def test_string_dispatched_constructors_are_virtual_calls() -> None:
     assert [b.spec.short_name for b in calls] == ["TraditionalEMA", "PowerFunctionEMA"]
     assert all(b.virtual for b in calls)
     assert ctx.code(calls[1].value("net")) == "net"
+
+
+def test_swapped_trees_of_a_functional_update() -> None:
+    ctx = context(
+        "import optax\n"
+        "ema = optax.incremental_update(ema, params, 0.999)\n"
+        "ema = optax.incremental_update(params, ema, 0.001)\n"
+        "mixed = optax.incremental_update(ema, params, 0.5)\n"
+        "loss_avg = optax.incremental_update(loss_avg, loss, 0.9)\n"
+    )
+    found = [swapped_trees(ctx, b) for b in ctx.get(BoundCalls).calls]
+    assert [f[2] if f else None for f in found] == ["ema", None, None, None]

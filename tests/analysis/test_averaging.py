@@ -484,3 +484,42 @@ for whole in ema.get():
     # The suffix of a pair, and a pair itself, are not the copy.
     assert called["tag"] is None
     assert called["whole"] is None
+
+
+_TRAINED_COPY = """
+import copy
+
+def step(xs, ys, k):
+    for x, y in zip(xs, ys):
+        x.mul_(k).add_(y, alpha=1 - k)
+
+def train(net, loader, optimizer):
+    twin = copy.deepcopy(net)
+    for batch in loader:
+        net(batch).mean().backward()
+        optimizer.step()
+        step(twin.parameters(), CALLED.parameters(), 0.999)
+"""
+
+
+def test_neutral_helper_averaging_a_copy_of_the_trained_model() -> None:
+    from ema_lint.analysis.objects.updates import InPlaceUpdates
+
+    ctx, found = objects(_TRAINED_COPY.replace("CALLED", "net"))
+    twin = by_name(found, "twin")
+    (update,) = ctx.get(InPlaceUpdates).updates
+    assert twin.use is Use.EVAL and update in twin.inplace
+    assert found.averages_weights(update)
+
+
+def test_neutral_helper_not_toward_the_trained_model_is_no_average() -> None:
+    # The live side is another model than the one the copy was made from.
+    _, found = objects(_TRAINED_COPY.replace("CALLED", "other"))
+    assert found.objects == []
+    # The loop trains nothing.
+    _, found = objects(
+        _TRAINED_COPY.replace("CALLED", "net")
+        .replace(".backward()", "")
+        .replace("optimizer.step()", "pass")
+    )
+    assert found.objects == []

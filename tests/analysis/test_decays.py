@@ -141,3 +141,23 @@ def test_a_warmup_schedule_value_is_judged_by_its_ceiling() -> None:
     assert setting.ramp is not None
     assert setting.decay_after(1_000) == pytest.approx(1 - 1_001 ** (-2 / 3))
     assert setting.used_by is not None
+
+
+def test_half_life_in_images_is_a_decay_at_the_batch_size_of_the_updates() -> None:
+    _, found = settings(
+        "from training.phema import TraditionalEMA\n"
+        "def train(net, loader):\n"
+        "    a = TraditionalEMA(net, halflife_Mimg=0.5)\n"
+        "    b = TraditionalEMA(net, halflife_Mimg=0.5, rampup_ratio=None)\n"
+        "    for x in loader:\n"
+        "        a.update(cur_nimg=0, batch_size=512)\n"
+        "        b.update(0, x.shape[0])\n"
+    )
+    a, b = found
+    assert a.half_life and a.given == 0.5 and a.batch == 512
+    assert a.decay == pytest.approx(0.5 ** (512 / 500_000))
+    assert a.value is not None and a.value.form == "half-life-samples"
+    # The rampup caps the half-life at 9% of the images seen: 0.5 ** (1 / (0.09 * t)).
+    assert a.ramp is not None and a.decay_after(100) == pytest.approx(0.5 ** (1 / 9))
+    assert "a half-life of 500,000 samples" in describe_value(a)
+    assert b.ramp is None and b.batch is None and b.decay is None

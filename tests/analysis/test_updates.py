@@ -73,7 +73,39 @@ def test_not_averaging_lerp_into_another_tensor_or_a_plain_step() -> None:
         "p = p - lr * (g - m)\n"
         "p = p - (1 - d) * (q - r)\n"
     )
-    assert ctx.get(InPlaceUpdates).updates == []
+    # The bare ``torch.lerp`` is only a candidate for a dropped average (EMA301 judges
+    # whether ``a`` is averaged weights); nothing here writes one in place.
+    assert [u.dropped for u in ctx.get(InPlaceUpdates).updates] == [True]
+
+
+@pytest.mark.parametrize(
+    ("statement", "weights"),
+    [
+        ("e.lerp(p, 1 - d)", ("1 - d", True, "1 - d", False)),
+        ("torch.lerp(e, p, 1 - d)", ("1 - d", True, "1 - d", False)),
+        ("e.sub((1 - d) * (e - p))", ("(1 - d)", True, "(1 - d)", False)),
+        ("e.mul(d).add(p, alpha=1 - d)", ("d", False, "1 - d", False)),
+    ],
+)
+def test_dropped_out_of_place_average(statement: str, weights: tuple) -> None:
+    ctx = context(
+        f"for e, p in zip(ema.parameters(), model.parameters()):\n    {statement}\n"
+        f"for e, p in zip(ema.parameters(), model.parameters()):\n    kept = {statement}\n"
+        f"for a, b in zip(xs, ys):\n    a.add(b)\n"
+    )
+    found = [u for u in ctx.get(InPlaceUpdates).updates if u.dropped]
+    assert len(found) == 1
+    update = found[0]
+    assert (code(update.shadow), code(update.source)) == ("e", "p")
+    assert side(update) == ("ema", "parameters", "model", "parameters")
+    assert update.old_weight is not None and update.new_weight is not None
+    got = (
+        code(update.old_weight.expr),
+        update.old_weight.complement,
+        code(update.new_weight.expr),
+        update.new_weight.complement,
+    )
+    assert got == weights
 
 
 def side(update) -> tuple[str, str | None, str, str | None]:

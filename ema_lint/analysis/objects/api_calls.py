@@ -32,6 +32,7 @@ from ema_lint.analysis.objects.updates import InPlaceUpdates
 from ema_lint.analysis.syntax.context import FileContext
 from ema_lint.analysis.syntax.names import ImportTable
 from ema_lint.analysis.syntax.values import Symbol, ValueResolver
+from ema_lint.analysis.syntax.vocabulary import NOT_WEIGHT_TOKENS, tokens
 
 _TYPE_KEYS = ("type", "_target_", "class_path")
 # String-dispatched constructors (NVlabs ``dnnlib``): ``construct_class_by_name(class_name=
@@ -358,3 +359,33 @@ def _may_hold_mappings(ctx: FileContext) -> bool:
         (isinstance(c.func, cst.Name) and c.func.value == "dict") or _constructor_by_name(c)
         for c in ctx.nodes(cst.Call)
     )
+
+
+def swapped_trees(ctx: FileContext, bound: BoundCall) -> tuple[cst.Arg, cst.Arg, str] | None:
+    """``ema = optax.incremental_update(ema, params, w)``: a functional update whose result
+    is bound to the tree passed as the *new* tensors, so the average is weighted by the
+    weight the API gives the new value (the decay passed as ``step_size`` is then right).
+    The argument passed as the new tensors, the one passed as the old, and the name the
+    result is bound to; None for the API's own order or anything else."""
+    spec = bound.spec
+    if spec.role is not Role.EMA_FUNCTION or spec.source is None or spec.shadow is None:
+        return None
+    if bound.virtual:
+        return None
+    statement = ctx.index.parent(bound.call)
+    if not (
+        isinstance(statement, cst.Assign)
+        and statement.value is bound.call
+        and len(statement.targets) == 1
+    ):
+        return None
+    source_arg, shadow_arg = bound.arg(spec.source), bound.arg(spec.shadow)
+    if not isinstance(source_arg, cst.Arg) or not isinstance(shadow_arg, cst.Arg):
+        return None
+    target = ctx.code(statement.targets[0].target).strip()
+    new, old = ctx.code(source_arg.value).strip(), ctx.code(shadow_arg.value).strip()
+    if new != target or old == target:
+        return None
+    if any(w in NOT_WEIGHT_TOKENS for name in (new, old) for w in tokens(name)):
+        return None
+    return source_arg, shadow_arg, target

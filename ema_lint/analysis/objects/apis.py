@@ -72,6 +72,9 @@ class RampKind(str, enum.Enum):
     EXP_TAU = "exp_tau"  # D_t = D * (1 - exp(-t/tau))
     EXP_MOMENTUM = "exp_momentum"  # M_t = (1-M) exp(-(1+t)/gamma) + M  (mmdet ExpMomentumEMA)
     ANNEAL_MOMENTUM = "anneal_momentum"  # M_t = max(M, gamma/(gamma+t))  (MomentumAnnealingEMA)
+    # EDM2 ``TraditionalEMA``: the half-life in samples is capped at ``gamma`` times the
+    # samples seen (t updates of one batch each): D_t = min(D, 0.5^(1/(gamma*t))).
+    HALF_LIFE_RAMPUP = "half_life_rampup"
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,10 @@ class Ramp:
         if self.kind is RampKind.ANNEAL_MOMENTUM:
             m = 1.0 - ceiling
             return 1.0 - max(m, gamma / (gamma + t))
+        if self.kind is RampKind.HALF_LIFE_RAMPUP:
+            if t <= 0.0 or gamma <= 0.0:
+                return 0.0
+            return min(ceiling, 0.5 ** (1.0 / (gamma * t)))
         raise AssertionError(self.kind)
 
     def describe(self) -> str:
@@ -113,6 +120,7 @@ class Ramp:
             RampKind.EXP_TAU: f"D*(1-exp(-t/{g}))",
             RampKind.EXP_MOMENTUM: f"M_t = (1-M)*exp(-(1+t)/{g}) + M",
             RampKind.ANNEAL_MOMENTUM: f"M_t = max(M, {g}/({g}+t))",
+            RampKind.HALF_LIFE_RAMPUP: f"half-life at most {g} x the samples seen",
         }[self.kind]
         if self.when is not None:
             param, value = self.when
@@ -138,6 +146,12 @@ class Weight:
     ramps: tuple[Ramp, ...] = ()
     # The averaging is active only when this argument has this value (Keras use_ema=True).
     enabled_when: tuple[str, object] | None = None
+    # The weight is a half-life counted in samples, in units of this many (EDM2
+    # ``halflife_Mimg``: 1e6 images), not a decay: the decay per update is ``0.5 ** (batch
+    # / (value * per_samples))``, with the batch size the update call passes as
+    # ``batch_arg`` (its keyword and position); unknown without it.
+    per_samples: float | None = None
+    batch_arg: tuple[str, int] = ("batch_size", 1)
 
     @property
     def ramp(self) -> str:
@@ -1275,6 +1289,19 @@ API_SPECS: tuple[ApiSpec, ...] = (
         Role.EMA_MODEL,
         params=("net", "halflife_Mimg", "rampup_ratio"),
         defaults={"net": REQUIRED, "halflife_Mimg": float("inf"), "rampup_ratio": 0.09},
+        weight=Weight(
+            "halflife_Mimg",
+            Side.OLD,
+            float("inf"),
+            ramps=(
+                Ramp(
+                    RampKind.HALF_LIFE_RAMPUP,
+                    gamma=("rampup_ratio", 0.09),
+                    when=("rampup_ratio", NOT_NONE),
+                ),
+            ),
+            per_samples=1e6,
+        ),
         update_methods=("update",),
         apply_methods=("get",),
         copy_getter="get",
@@ -1401,7 +1428,13 @@ def semantics_table(roles: Iterable[Role] | None = None) -> str:
         where = f"`{weight.param}`" + (
             f" (argument {position + 1})" if position is not None else " (keyword)"
         )
-        if weight.side is Side.OLD:
+        if weight.per_samples is not None:
+            meaning = (
+                f"half-life in units of {weight.per_samples:g} samples: D = 0.5^(batch / "
+                f"(value x {weight.per_samples:g})) per update, batch from the update's "
+                f"`{weight.batch_arg[0]}`"
+            )
+        elif weight.side is Side.OLD:
             meaning = "decay D: weight on the old average"
         else:
             meaning = "momentum M = 1 - D: weight on the new value"

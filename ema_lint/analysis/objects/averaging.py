@@ -104,6 +104,47 @@ _INNER = {"module", "ema", "ema_model", "averaged_model", "_average_model", "mod
 _INPLACE_METHODS = {"mul_", "add_", "lerp_", "copy_", "sub_"}
 _WEIGHT_ATTRIBUTES = {"decay", "beta", "momentum", "ema_momentum", "rate", "tau", "alpha"}
 
+# Words in a helper's, its parameters' or its weight's names that say an in-place
+# combination of two sequences is something else than an average of a trained model:
+# interpolation and merging weights (``tau``, ``alpha``, ``lam``), RL target updates,
+# model soups, optimizer moments and running statistics.
+_NOT_AVERAGING_HELPER_WORDS = frozenset(
+    {
+        "tau",
+        "polyak",
+        "soft",
+        "target",
+        "tgt",
+        "merge",
+        "merged",
+        "merging",
+        "interp",
+        "interpolate",
+        "interpolation",
+        "lam",
+        "lambda",
+        "alpha",
+        "mix",
+        "mixup",
+        "slerp",
+        "soup",
+        "fisher",
+        "lr",
+        "running",
+        "stats",
+        "bn",
+        "moment",
+        "moments",
+        "exp",
+        "sq",
+        "hard",
+        "copy",
+    }
+    | NOT_WEIGHT_TOKENS
+)
+# Receivers of ``.step()`` read as an optimizer when the name says so (as the loop analysis).
+_OPTIMIZER_NAME = re.compile(r"(optim|^opt$|^opt_|_opt$|^opts?\d*$)", re.IGNORECASE)
+
 # Words of a coefficient that say it is a decay, whichever side it is written on.
 _DECAY_NAME_WORDS = {"decay", "momentum", "beta", "rate", "mu"}
 _LOSS_CALL = re.compile(
@@ -250,6 +291,9 @@ class AveragingObjects:
         # ``self.x`` averaging objects another module's class sets for a class of this one
         # (a base class's ``__init__``, or a subclass's), by (class, attribute).
         self._inherited: dict[tuple[int, str], AveragingObject] = {}
+        # Helper updates that average a deep copy of the model a loop trains, recognised by
+        # their arithmetic and their calls alone (``_trained_copy_helper``).
+        self._trained_copy_updates: set[int] = set()
 
         self._collect_api_objects()
         self._collect_subclassed_averages()
@@ -379,7 +423,9 @@ class AveragingObjects:
         if obj is not None and obj.use is Use.NOT_WEIGHTS:
             return False
         if (obj is None or obj.bound is None) and not (
-            self._named_average(update, obj) or self._decay_between_models(update)
+            self._named_average(update, obj)
+            or self._decay_between_models(update)
+            or id(update) in self._trained_copy_updates
         ):
             return False
         if update.source_container is not None:
@@ -505,6 +551,116 @@ class AveragingObjects:
             if isinstance(scope, (cst.FunctionDef, cst.ClassDef))
         )
         return any(names_an_average(name, COPY_AVERAGE_WORDS) for name in names)
+
+    def _trained_copy_helper(
+        self, update: InPlaceUpdate, container: cst.BaseExpression, obj: AveragingObject
+    ) -> bool:
+        """A helper with neutral names whose only evidence is its arithmetic: ``def
+        step(xs, ys, k): for x, y in zip(xs, ys): x.mul_(k).add_(y, alpha=1 - k)`` called as
+        ``step(twin.parameters(), net.parameters(), 0.999)`` with ``twin =
+        copy.deepcopy(net)``. All must hold: the update moves one sequence toward the other
+        by a weight and its complement (``mul_``/``add_``, ``lerp_``, a difference form);
+        every call of the module passes ``obj``'s weights first and the weights of the
+        model it copies second; one call runs once per iteration of a loop that trains that
+        model (its forward, and ``backward()`` or an optimizer's ``step()``, in the loop);
+        and no name of the helper, its parameters or its weight says interpolation,
+        merging, a target network, moments or statistics."""
+        if update.loop is None or update.away or obj.source is None:
+            return False
+        old, new = update.old_weight, update.new_weight
+        if old is None or new is None:
+            return False
+        pair = complementary(old, new, self._code)
+        source = update.source_container
+        if pair is None or not isinstance(container, cst.Name) or not isinstance(source, cst.Name):
+            return False
+        shadow_binding = self.resolver.bindings_of(container) or []
+        source_binding = self.resolver.bindings_of(source) or []
+        if len(shadow_binding) != 1 or len(source_binding) != 1:
+            return False
+        function = shadow_binding[0].function
+        live_param = source_binding[0].param
+        if (
+            not isinstance(function, cst.FunctionDef)
+            or source_binding[0].function is not function
+            or shadow_binding[0].param is None
+            or live_param is None
+        ):
+            return False
+        names = [function.name.value, pair, *(p.name.value for p in all_params(function.params))]
+        if any(w in _NOT_AVERAGING_HELPER_WORDS for n in names for w in tokens(n)):
+            return False
+        if self._writes_source(function, update, source):
+            return False  # Lookahead: the average is written back into the model
+        model = self._code(obj.source)
+        updates = self.ctx.get(InPlaceUpdates)
+        trained = False
+        for call, argument in self.resolver.arguments_for(function, shadow_binding[0].param):
+            live = self.resolver.argument_for(function, live_param, call)
+            if argument is None or live is None:
+                return False
+            if updates.container(argument)[1] not in WEIGHT_METHODS:
+                return False
+            found, method = updates.container(live)
+            if method not in WEIGHT_METHODS or self._code(found) != model:
+                return False
+            trained = trained or self._trains_each_iteration(call, model)
+        return trained
+
+    def _writes_source(
+        self, function: cst.FunctionDef, update: InPlaceUpdate, source: cst.Name
+    ) -> bool:
+        """The helper writes the sequence it averages toward (``y.copy_(x)``, ``ys[i] =
+        ...``): a Lookahead or a swap, not an average kept beside the model."""
+        live = {source.value}
+        bare = strip_tensor(update.source) if update.source is not None else None
+        while isinstance(bare, (cst.Attribute, cst.Subscript)):
+            bare = bare.value
+        if isinstance(bare, cst.Name):
+            live.add(bare.value)
+        for node in self.index.descendants(function, (cst.Call, cst.AssignTarget)):
+            if isinstance(node, cst.Call):
+                func = node.func
+                if not (isinstance(func, cst.Attribute) and func.attr.value.endswith("_")):
+                    continue
+                target: cst.BaseExpression = func.value
+            else:
+                assert isinstance(node, cst.AssignTarget)
+                target = node.target
+                if isinstance(target, cst.Name):
+                    continue  # a rebinding writes nothing
+            while isinstance(target, (cst.Attribute, cst.Subscript, cst.Call)):
+                target = target.func if isinstance(target, cst.Call) else target.value
+            if isinstance(target, cst.Name) and target.value in live:
+                return True
+        return False
+
+    def _trains_each_iteration(self, call: cst.Call, model: str) -> bool:
+        """``call`` runs once per iteration of the innermost loop around it, and that loop
+        trains ``model``: it runs its forward (``model(x)``) and ``backward()`` or an
+        optimizer's ``step()``."""
+        loop = self.index.enclosing(call, cst.For, cst.While, cst.FunctionDef, cst.Lambda)
+        if not isinstance(loop, (cst.For, cst.While)):
+            return False
+        forward = steps = False
+        for node in self.index.descendants(loop.body, cst.Call):
+            assert isinstance(node, cst.Call)
+            func = node.func
+            inner = self.index.enclosing(node, cst.For, cst.While, cst.FunctionDef, cst.Lambda)
+            if inner is not loop:
+                continue  # an inner loop's step: the call runs once per many (Reptile, SWA)
+            if self._code(func) in (model, f"{model}.forward"):
+                forward = True
+            elif isinstance(func, cst.Attribute) and (
+                func.attr.value == "backward"
+                or (
+                    func.attr.value == "step"
+                    and not node.args
+                    and _OPTIMIZER_NAME.search(dotted_name(func.value) or "") is not None
+                )
+            ):
+                steps = True
+        return forward and steps
 
     def _named_average(self, update: InPlaceUpdate, obj: AveragingObject | None) -> bool:
         """The update's shadow, its container, or the function or class holding it is named
@@ -890,11 +1046,18 @@ class AveragingObjects:
                 self._memo.clear()
                 self._by_creation[id(outer)] = obj
                 obj.module_copy = True
-                hit = any(
-                    (self._refer(c, 0) is obj or self._weights_passed_for(u, c) is obj)
-                    and self._named_average(u, obj)
-                    for u, c in containers
-                )
+                hit = False
+                for u, c in containers:
+                    if self._refer(c, 0) is obj:
+                        hit = self._named_average(u, obj)
+                    elif self._weights_passed_for(u, c) is obj:
+                        if self._named_average(u, obj):
+                            hit = True
+                        elif self._trained_copy_helper(u, c, obj):
+                            self._trained_copy_updates.add(id(u))
+                            hit = True
+                    if hit:
+                        break
                 obj.module_copy = False
                 del self._by_creation[id(outer)]
                 self._memo.clear()

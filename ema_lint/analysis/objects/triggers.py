@@ -131,10 +131,14 @@ _COEFFICIENTS = (*_COMPLEMENT, b"1 /", b"1/", b"1. /", b"1./", b"1.0 /", b"1.0/"
 # A running mean into a copy named ``swa_model`` / ``avg_model`` counts too (its arithmetic
 # says it averages): weights read AND any averaged name. The loop rules admit every file with
 # an averaged name already, so a default run parses no more files for it.
+# A helper with neutral names that averages a ``deepcopy`` of the model a loop trains is
+# recognised by its arithmetic and its calls alone: ``deepcopy``, weights read, a
+# complement (or a lerp) and a backward pass.
 UPDATE_EVIDENCE = OBJECT_EVIDENCE | Evidence(
     groups=(
         (_WEIGHT_METHOD_TOKENS, (NAMED_AVERAGE, *_COMPOUNDS)),
         (_WEIGHT_METHOD_TOKENS, AVERAGED_NAMES, _COEFFICIENTS),
+        ((identifier("deepcopy"),), (b"backward",), _WEIGHT_METHOD_TOKENS, _COMPLEMENT),
     )
 )
 # Any averaging object or update the loop rules follow, hand-made shadows included.

@@ -119,6 +119,9 @@ class InPlaceUpdate:
     head: cst.Call | None = None
     # ``AveragedModel(model, avg_fn=f)``: the call ``f`` is handed to (form ``avg_fn``).
     owner: cst.Call | None = None
+    # ``e.lerp(p, w)`` (``torch.lerp(e, p, w)``, ``e.sub(k * (e - p))``, ``e.mul(d).add(p,
+    # alpha=1 - d)``) as a bare statement: computed out of place and dropped.
+    dropped: bool = False
 
 
 def strip_tensor(node: cst.BaseExpression) -> cst.BaseExpression:
@@ -226,10 +229,13 @@ class InPlaceUpdates:
         zip(...)``); ``"local name"``: it rebinds a local name bound from the shadow
         (``s = sd[k]``) or a parameter, and nothing reads the name afterwards;
         ``"state_dict"``: ``sd[k] = ...`` replaces an entry of a dict returned by
-        ``state_dict()`` (or ``dict(m.named_parameters())``) that is never loaded back.
+        ``state_dict()`` (or ``dict(m.named_parameters())``) that is never loaded back;
+        ``"statement"``: an out-of-place average as a bare statement (``e.lerp(p, w)``).
         """
         if update.rebind is not None:
             return self._dead_rebind(update, update.rebind)
+        if update.dropped:
+            return "statement"
         node = update.node
         if not isinstance(node, cst.Assign) or len(node.targets) != 1:
             return None
@@ -319,9 +325,11 @@ class InPlaceUpdates:
         if attr in ("_foreach_lerp_", "_foreach_add_"):
             return self._foreach(call, attr)
         if attr == "lerp":
-            return self._lerp_out(call)
+            return self._lerp_out(call) or self._dropped(call)
         if attr in _TREE_MAPS:
             return self._tree_map(call)
+        if attr in ("add", "sub"):
+            return self._dropped(call)
         if attr not in _INPLACE:
             return None
         if not self._outermost(call):
@@ -402,6 +410,44 @@ class InPlaceUpdates:
                 call, out, start, Coefficient(weight), Coefficient(weight, True), "lerp"
             )
         return None
+
+    def _dropped(self, call: cst.Call) -> InPlaceUpdate | None:
+        """An out-of-place average as a bare statement, whose result nothing keeps:
+        ``e.lerp(p, w)``, ``torch.lerp(e, p, w)`` without ``out=``, ``e.sub(k * (e - p))``,
+        ``e.mul(d).add(p, alpha=1 - d)``; the shadow is the tensor the average starts from."""
+        if not isinstance(self.index.parent(call), cst.Expr):
+            return None
+        found: InPlaceUpdate | None = None
+        if dotted_name(call.func) == "torch.lerp":
+            if any(a.star or (a.keyword and a.keyword.value == "out") for a in call.args):
+                return None
+            start, end = _arg(call, 0, "input"), _arg(call, 1, "end")
+            weight = _arg(call, 2, "weight")
+            if start is None or end is None or weight is None or self._same(start, end):
+                return None
+            found = self._make(
+                call, start, end, Coefficient(weight, True), Coefficient(weight), "lerp"
+            )
+        elif isinstance(call.func, cst.Attribute) and call.func.attr.value == "lerp":
+            start, end = call.func.value, _arg(call, 0, "end")
+            weight = _arg(call, 1, "weight")
+            if end is None or weight is None or self._same(start, end):
+                return None
+            found = self._make(
+                call, start, end, Coefficient(weight, True), Coefficient(weight), "lerp"
+            )
+        else:
+            root: cst.BaseExpression = call
+            while isinstance(root, cst.Call) and isinstance(root.func, cst.Attribute):
+                if root.func.attr.value not in ("mul", "add", "sub"):
+                    return None  # an in-place step in the chain: not a dropped copy
+                root = root.func.value
+            found = self._out_of_place_chain(call, call, root)
+        if found is None or not isinstance(
+            strip_tensor(found.shadow), (cst.Name, cst.Attribute, cst.Subscript)
+        ):
+            return None
+        return replace(found, dropped=True)
 
     def _added(self, call: cst.Call) -> tuple[cst.BaseExpression | None, Coefficient | None]:
         """What ``add_`` adds; a lone short name (``add_(w)``) that reads like a weight is the
@@ -1194,6 +1240,13 @@ class InPlaceUpdates:
                         node, target, source, Coefficient(decay), Coefficient(weight), "assign"
                     )
             return None
+        return self._out_of_place_chain(node, value, target)
+
+    def _out_of_place_chain(
+        self, node: cst.CSTNode, value: cst.BaseExpression, target: cst.BaseExpression
+    ) -> InPlaceUpdate | None:
+        """``target.mul(d).add(p, alpha=1 - d)``, ``target.sub(k * (target - p))``: an
+        update computed out of place by a chain of calls on ``target``."""
         ops: list[tuple[str, cst.Call]] = []
         expr: cst.BaseExpression = value
         while (

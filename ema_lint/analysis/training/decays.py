@@ -20,11 +20,11 @@ rules judge them like an API's argument.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
-from ema_lint.analysis.objects.api_calls import BoundCalls
+from ema_lint.analysis.objects.api_calls import BoundCalls, swapped_trees
 from ema_lint.analysis.objects.apis import (
     NOT_NONE,
     REQUIRED,
@@ -118,6 +118,19 @@ class DecaySetting:
     # The call that uses a value written in another call (an ``ema_update(..., d)`` whose
     # ``d`` is ``sched.get_value()`` of a warmup schedule): a related location.
     used_by: cst.CSTNode | None = None
+    # ``ema = optax.incremental_update(ema, params, w)``: the average passed as the new
+    # tensors, so the weight is on the average (the side is then ``Side.OLD``). Swapped
+    # trees with a momentum-style value are EMA302's; with a decay, the two swaps cancel.
+    trees_swapped: bool = False
+    # A weight that is a half-life in samples (EDM2 ``TraditionalEMA(halflife_Mimg=...)``):
+    # the batch size its updates pass, from which ``decay`` is computed (None: unknown).
+    batch: float | None = None
+
+    @property
+    def half_life(self) -> bool:
+        """The weight is a half-life in samples, not a decay or a momentum: ``given`` is
+        that half-life, ``decay`` the per-update decay at the batch size (when known)."""
+        return self.weight.per_samples is not None
 
     @property
     def hand_made(self) -> bool:
@@ -329,19 +342,31 @@ class DecaySettings:
         use = obj.use if obj is not None else Use.EVAL
         if spec.role is Role.GRADIENT_EMA:
             use = Use.NOT_WEIGHTS
+        trees_swapped = swapped_trees(self.ctx, bound) is not None
+        if trees_swapped:
+            # The result is the tree passed as the new tensors: the weight is the average's.
+            weight = replace(weight, side=Side.OLD if weight.side is Side.NEW else Side.NEW)
         expr = bound.value(weight.param)
         value: Value | None = None
         given: float | None = None
         if expr is not None:
             value = self.resolver.resolve(expr)
             given = value.number if value is not None else None
-            schedule = self._schedule_of(expr) if value is None else None
+            schedule = self._schedule_of(expr) if value is None and not trees_swapped else None
             if schedule is not None:
                 return self._scheduled(bound, schedule, obj, use)
         elif bound.is_default(weight.param) and weight.default is not None:
             given = weight.default
         decay = None
-        if given is not None:
+        batch: float | None = None
+        if weight.per_samples is not None:
+            # A half-life in samples: a decay once the batch size is known.
+            batch = self._batch_size(obj, weight)
+            if given is not None and batch is not None and given > 0:
+                decay = 0.5 ** (batch / (given * weight.per_samples))
+            if value is not None:
+                value = replace(value, form="half-life-samples")
+        elif given is not None:
             decay = given if weight.side is Side.OLD else 1.0 - given
         if decay == 0.0 and spec.role is Role.EMA_FUNCTION and expr is not None:
             return None  # ``update_ema(ema, model, decay=0)``: a sync that copies, no average
@@ -367,12 +392,40 @@ class DecaySettings:
             use,
             spec_interval,
             self.resolver,
+            trees_swapped=trees_swapped,
+            batch=batch,
         )
         if value is not None and self._is_parameter_default(value.origin, bound.call):
             # ``def setup_ema(self, decay=0.9999): ModelEmaV3(m, decay=decay)``: the value is
             # judged at its use and reported where it is written, the default.
             setting.site = value.origin
         return setting
+
+    def _batch_size(self, obj: AveragingObject | None, weight: Weight) -> float | None:
+        """The batch size every update call of ``obj`` passes (EDM2's ``ema.update(cur_nimg,
+        batch_size)``), as a number; None when a call leaves it out or the calls differ."""
+        if obj is None or obj.spec is None:
+            return None
+        keyword, position = weight.batch_arg
+        found: set[float] = set()
+        for call in obj.updates:
+            if not (
+                isinstance(call, cst.Call)
+                and isinstance(call.func, cst.Attribute)
+                and call.func.attr.value in obj.spec.update_methods
+            ):
+                continue
+            if any(a.star for a in call.args):
+                return None
+            arg = next((a for a in call.args if a.keyword and a.keyword.value == keyword), None)
+            positional = [a for a in call.args if a.keyword is None]
+            if arg is None and len(positional) > position:
+                arg = positional[position]
+            number = self.resolver.number(arg.value) if arg is not None else None
+            if number is None or number <= 0:
+                return None
+            found.add(number)
+        return found.pop() if len(found) == 1 else None
 
     def _schedule_of(self, expr: cst.BaseExpression) -> BoundCall | None:
         """The warmup schedule whose current value ``expr`` is: ``sched.get_value()``,
@@ -1138,7 +1191,7 @@ class DecaySettings:
 
 def describe_value(setting: DecaySetting) -> str:
     """'EMA decay 0.99 (from EMA_DECAY)' / 'EMA momentum 0.9999 (a decay of 0.0001)'."""
-    from ema_lint.analysis.objects.horizon import format_number
+    from ema_lint.analysis.objects.horizon import format_count, format_number
 
     weight = setting.weight
     given = setting.given
@@ -1147,8 +1200,24 @@ def describe_value(setting: DecaySetting) -> str:
     what = "EMA " + ("decay ceiling" if setting.ramp is not None else weight.param)
     if setting.ramp is not None and weight.param != "decay":
         what = f"EMA {weight.param} (a decay ceiling)"
+    if setting.half_life:
+        what = f"EMA {weight.param}"
     text = f"{what} {format_number(given)}"
-    if weight.side is Side.NEW and setting.decay is not None:
+    if setting.half_life and setting.weight.per_samples is not None:
+        images = format_count(given * setting.weight.per_samples)
+        text += f" (a half-life of {images} samples"
+        if setting.decay is not None and setting.batch is not None:
+            text += (
+                f": a decay of {format_number(round(setting.decay, 8))} per update at batch "
+                f"{format_count(setting.batch)}"
+            )
+        text += ")"
+    elif setting.trees_swapped and setting.decay is not None:
+        text += (
+            f" (a decay of {format_number(setting.decay)}, with the average passed as "
+            f"{setting.spec.source})"
+        )
+    elif weight.side is Side.NEW and setting.decay is not None:
         text += f" (a decay of {format_number(setting.decay)})"
     via = setting.value.via if setting.value is not None else ""
     if via and via != weight.param:
