@@ -302,7 +302,10 @@ RULES = (
             ),
             (
                 (identifier("deepcopy"),),
-                (b"backward",),
+                (
+                    b"backward(",
+                    b".step()",
+                ),
                 (
                     b"parameters",
                     b"state_dict",
@@ -630,7 +633,10 @@ RULES = (
             ),
             (
                 (identifier("deepcopy"),),
-                (b"backward",),
+                (
+                    b"backward(",
+                    b".step()",
+                ),
                 (
                     b"parameters",
                     b"state_dict",
@@ -1126,7 +1132,10 @@ RULES = (
             (
                 (b"momentum",),
                 (identifier("deepcopy"),),
-                (b"backward",),
+                (
+                    b"backward(",
+                    b".step()",
+                ),
                 (
                     b"parameters",
                     b"state_dict",
@@ -1409,7 +1418,10 @@ RULES = (
             ),
             (
                 (identifier("deepcopy"),),
-                (b"backward",),
+                (
+                    b"backward(",
+                    b".step()",
+                ),
                 (
                     b"parameters",
                     b"state_dict",
@@ -1737,7 +1749,10 @@ RULES = (
             ),
             (
                 (identifier("deepcopy"),),
-                (b"backward",),
+                (
+                    b"backward(",
+                    b".step()",
+                ),
                 (
                     b"parameters",
                     b"state_dict",
@@ -2037,7 +2052,10 @@ RULES = (
             (
                 (b"cpu",),
                 (identifier("deepcopy"),),
-                (b"backward",),
+                (
+                    b"backward(",
+                    b".step()",
+                ),
                 (
                     b"parameters",
                     b"state_dict",
@@ -2727,7 +2745,10 @@ RULES = (
                     b"accumulative_counts",
                 ),
                 (identifier("deepcopy"),),
-                (b"backward",),
+                (
+                    b"backward(",
+                    b".step()",
+                ),
                 (
                     b"parameters",
                     b"state_dict",
@@ -3214,7 +3235,10 @@ RULES = (
                     b"value_and_grad(",
                 ),
                 (identifier("deepcopy"),),
-                (b"backward",),
+                (
+                    b"backward(",
+                    b".step()",
+                ),
                 (
                     b"parameters",
                     b"state_dict",
@@ -3810,7 +3834,10 @@ RULES = (
                     b"copy_",
                 ),
                 (identifier("deepcopy"),),
-                (b"backward",),
+                (
+                    b"backward(",
+                    b".step()",
+                ),
                 (
                     b"parameters",
                     b"state_dict",
@@ -4541,7 +4568,10 @@ RULES = (
                     b"deepspeed",
                 ),
                 (identifier("deepcopy"),),
-                (b"backward",),
+                (
+                    b"backward(",
+                    b".step()",
+                ),
                 (
                     b"parameters",
                     b"state_dict",
@@ -4941,7 +4971,10 @@ RULES = (
                     b"training_step",
                 ),
                 (identifier("deepcopy"),),
-                (b"backward",),
+                (
+                    b"backward(",
+                    b".step()",
+                ),
                 (
                     b"parameters",
                     b"state_dict",
@@ -5209,7 +5242,10 @@ RULES = (
             ),
             (
                 (identifier("deepcopy"),),
-                (b"backward",),
+                (
+                    b"backward(",
+                    b".step()",
+                ),
                 (
                     b"parameters",
                     b"state_dict",
@@ -5477,7 +5513,10 @@ RULES = (
             ),
             (
                 (identifier("deepcopy"),),
-                (b"backward",),
+                (
+                    b"backward(",
+                    b".step()",
+                ),
                 (
                     b"parameters",
                     b"state_dict",
@@ -5805,7 +5844,10 @@ RULES = (
             ),
             (
                 (identifier("deepcopy"),),
-                (b"backward",),
+                (
+                    b"backward(",
+                    b".step()",
+                ),
                 (
                     b"parameters",
                     b"state_dict",
@@ -6073,7 +6115,10 @@ RULES = (
             ),
             (
                 (identifier("deepcopy"),),
-                (b"backward",),
+                (
+                    b"backward(",
+                    b".step()",
+                ),
                 (
                     b"parameters",
                     b"state_dict",
@@ -6341,7 +6386,10 @@ RULES = (
             ),
             (
                 (identifier("deepcopy"),),
-                (b"backward",),
+                (
+                    b"backward(",
+                    b".step()",
+                ),
                 (
                     b"parameters",
                     b"state_dict",

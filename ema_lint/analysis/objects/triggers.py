@@ -133,12 +133,12 @@ _COEFFICIENTS = (*_COMPLEMENT, b"1 /", b"1/", b"1. /", b"1./", b"1.0 /", b"1.0/"
 # an averaged name already, so a default run parses no more files for it.
 # A helper with neutral names that averages a ``deepcopy`` of the model a loop trains is
 # recognised by its arithmetic and its calls alone: ``deepcopy``, weights read, a
-# complement (or a lerp) and a backward pass.
+# complement (or a lerp) and a training step: a ``backward(`` call or an optimizer's ``.step()``.
 UPDATE_EVIDENCE = OBJECT_EVIDENCE | Evidence(
     groups=(
         (_WEIGHT_METHOD_TOKENS, (NAMED_AVERAGE, *_COMPOUNDS)),
         (_WEIGHT_METHOD_TOKENS, AVERAGED_NAMES, _COEFFICIENTS),
-        ((identifier("deepcopy"),), (b"backward",), _WEIGHT_METHOD_TOKENS, _COMPLEMENT),
+        ((identifier("deepcopy"),), (b"backward(", b".step()"), _WEIGHT_METHOD_TOKENS, _COMPLEMENT),
     )
 )
 # Any averaging object or update the loop rules follow, hand-made shadows included.
