@@ -5,7 +5,9 @@ A decay ``d`` used as ``min(d, (a + n) / (b + n))`` (a < b; TF1's ``ExponentialM
 with ``num_updates``: ``min(decay, (1 + n) / (10 + n))``) never exceeds the ramp, and over a
 run of ``N`` steps the ramp never exceeds ``(a + N) / (b + N)``. When the original and the
 mutated value both reach that cap, ``min`` picks the ramp at every step of the run: the mutant
-changes no run and is not made.
+changes no run and is not made. A mutant that raises the decay is not made either when its
+own value reaches the cap: the value never takes effect, so it makes no over-long horizon
+(the run differs only where the original, lower value was in effect, now the ramp's).
 
 The evidence must be complete, or the mutant is made as before:
 
@@ -586,11 +588,15 @@ def equivalent(
     new: float,
 ) -> bool:
     """The decay literal at (line, column) of ``source`` (value ``old``) set to ``new``
-    changes no run: it only ever meets a warmup ramp whose cap both values reach."""
+    makes no bug: it only ever meets a warmup ramp whose cap the values reach. A mutant that
+    lowers the decay needs both values at the cap (then it changes no run); one that raises
+    it needs only its own value there: the value it writes never takes effect, ``min`` picks
+    the ramp wherever it would, so it cannot make the over-long horizon it stands for."""
     proj = project(source, others, cache)
     if proj is None:
         return False
     lit = _literal(proj.trees[0], source, line, column, old)
     if lit is None:
         return False
-    return proj.site_capped(lit, (old, new), proj.run)
+    values = (new, new) if new > old else (old, new)
+    return proj.site_capped(lit, values, proj.run)

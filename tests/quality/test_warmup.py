@@ -70,7 +70,10 @@ def test_both_values_above_the_cap_make_no_mutant() -> None:
         # cap (1 + N) / (10 + N): 0.999982 for N = 500000, 0.999994 for N = 1500000
         (500_000, "0.999995", {"decay-0.9"}),
         (1_500_000, "0.999995", {"decay-0.9", "decay-0.99999"}),  # 0.99999 < cap
-        (1_500_000, "0.99999", {"decay-0.9", "decay-1.0"}),  # the original < cap: it matters
+        # the original < cap matters late in the run, but 1.0 > cap never takes effect: it
+        # makes no over-long horizon, only the ramp where 0.99999 was (no bug of its kind)
+        (1_500_000, "0.99999", {"decay-0.9"}),
+        (500_000, "0.99990", {"decay-0.9"}),  # cap 0.999982: 0.99999 and 1.0 never apply
     ],
 )
 def test_a_run_long_enough_for_the_ramp_to_pass_a_value_keeps_the_mutant(
