@@ -156,6 +156,22 @@ _LOSS_CALL = re.compile(
 _PARAMETER_USES = {"update", "update_parameters", "step", "apply_shadow", "copy_to", "store"}
 
 
+_PLAIN_TYPES = frozenset({"bool", "int", "float", "str", "bytes"})
+
+
+def _plain_value(param: cst.Param) -> bool:
+    """A parameter declared to hold a plain value (a flag, a number, a string: by its
+    default or its annotation), which no module passes an averaging object for
+    (``extract_ema=False``, ``ema_decay: float``): its callers are not looked up."""
+    default = param.default
+    if isinstance(default, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString)):
+        return True
+    if isinstance(default, cst.Name) and default.value in ("True", "False"):
+        return True
+    annotation = param.annotation.annotation if param.annotation is not None else None
+    return isinstance(annotation, cst.Name) and annotation.value in _PLAIN_TYPES
+
+
 def _model_like(node: cst.BaseExpression) -> bool:
     """A model or its parameters as an argument (``model``, ``self.model``, ``m.parameters()``)."""
     if isinstance(node, cst.Call):
@@ -1400,7 +1416,7 @@ class AveragingObjects:
                     continue
                 if self._passed_locally(function, param):
                     continue
-                if reason is None and project is not None:
+                if reason is None and project is not None and not _plain_value(param):
                     found = project.parameter(function, param)
                     if found is not None:
                         spec, evidence = found

@@ -327,7 +327,7 @@ def reexport_relevant(
             continue
         target = read[1]
         if definition(target, name) is not None:
-            if defines_relevant(target, name, kinds):
+            if _relevant(read[0], target, name, kinds):
                 return True
         elif reexports(target, name) and reexport_relevant(
             imported.path, target, name, kinds, depth + 1

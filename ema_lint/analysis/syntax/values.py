@@ -312,7 +312,8 @@ class ValueResolver:
         self._lineages: dict[int, list[cst.ClassDef]] = {}
         self._instance_call_memo: dict[frozenset[str], list[cst.Call]] = {}
         self._name_counts: Counter[str] | None = None
-        self._assigned_names: list[tuple[str, cst.BaseExpression]] | None = None
+        self._flows: tuple[dict[str, set[str]], dict[str, set[str]]] | None = None
+        self._subclasses: dict[str, list[str]] | None = None
         self._attr_counts: Counter[str] | None = None
         self._attr_assigned: dict[str, set[str]] | None = None
         self._subscript_assigned: set[str] | None = None
@@ -1175,40 +1176,52 @@ class ValueResolver:
         wrapped (``DDP(model)``, ``torch.compile(model)``) since. Such a call runs
         ``forward`` (through ``nn.Module.__call__``) or ``__call__``, which is how a momentum
         encoder's update inside ``forward`` gets the value the training loop passes."""
-        classes = {owner.name.value}
-        grew = True
-        while grew:
-            grew = False
-            for cls in self.ctx.nodes(cst.ClassDef):
-                if cls.name.value in classes:
-                    continue
-                bases = {(dotted_name(b.value) or "").rpartition(".")[2] for b in cls.bases}
-                if bases & classes:
-                    classes.add(cls.name.value)
-                    grew = True
+        classes = self._derived(owner.name.value)
         key = frozenset(classes)
         known = self._instance_call_memo.get(key)
         if known is not None:
             return known  # classes of one name (defined in branches, or again): one scan
         candidates = self._may_hold(classes)
+        calls = self._calls()
         found: list[cst.Call] = []
-        for call in self.ctx.nodes(cst.Call):
-            func = call.func
-            if (
-                isinstance(func, cst.Name)
-                and func.value in candidates
-                and func.value not in classes
-                and self._holds_instance(func, classes, 3)
-            ):
-                found.append(call)
+        for name in sorted(candidates - classes):
+            for call in calls.get(name, ()):
+                func = call.func
+                if isinstance(func, cst.Name) and self._holds_instance(func, classes, 3):
+                    found.append(call)
+        order = self.index.order
+        found.sort(key=lambda call: order[id(call)])
         self._instance_call_memo[key] = found
         return found
+
+    def _derived(self, name: str) -> set[str]:
+        """``name`` and the module's classes derived from it, at any depth (by last name)."""
+        if self._subclasses is None:
+            subclasses: dict[str, list[str]] = {}
+            for cls in self.ctx.nodes(cst.ClassDef):
+                assert isinstance(cls, cst.ClassDef)
+                for base in cls.bases:
+                    last = (dotted_name(base.value) or "").rpartition(".")[2]
+                    subclasses.setdefault(last, []).append(cls.name.value)
+            self._subclasses = subclasses
+        classes = {name}
+        pending = [name]
+        while pending:
+            for sub in self._subclasses.get(pending.pop(), ()):
+                if sub not in classes:
+                    classes.add(sub)
+                    pending.append(sub)
+        return classes
 
     def _may_hold(self, classes: set[str]) -> set[str]:
         """Names some assignment of the module binds to an instance of ``classes`` (made
         there, or a name holding one moved or wrapped): a superset of the names
-        ``_holds_instance`` accepts, found without a scope lookup per call."""
-        if self._assigned_names is None:
+        ``_holds_instance`` accepts, found without a scope lookup per call. The module's
+        assignments are read once into two maps (maker -> names, name -> names it flows
+        to), so each question follows only the names it reaches."""
+        if self._flows is None:
+            made_by: dict[str, set[str]] = {}
+            flows: dict[str, set[str]] = {}
             pairs: list[tuple[str, cst.BaseExpression]] = []
             for assign in self.ctx.nodes(cst.Assign):
                 for target in assign.targets:
@@ -1217,14 +1230,7 @@ class ValueResolver:
             for annotated in self.ctx.nodes(cst.AnnAssign):
                 if isinstance(annotated.target, cst.Name) and annotated.value is not None:
                     pairs.append((annotated.target.value, annotated.value))
-            self._assigned_names = pairs
-        names: set[str] = set()
-        grew = True
-        while grew:
-            grew = False
-            for name, value in self._assigned_names:
-                if name in names:
-                    continue
+            for name, value in pairs:
                 expr = value
                 while (
                     isinstance(expr, cst.Call)
@@ -1232,18 +1238,24 @@ class ValueResolver:
                     and expr.func.attr.value in _SAME_OBJECT
                 ):
                     expr = expr.func.value
-                held = False
                 if isinstance(expr, cst.Name):
-                    held = expr.value in names
+                    flows.setdefault(expr.value, set()).add(name)
                 elif isinstance(expr, cst.Call):
                     callee = (dotted_name(expr.func) or "").rpartition(".")[2]
+                    made_by.setdefault(callee, set()).add(name)
                     first = expr.args[0].value if expr.args and not expr.args[0].star else None
-                    held = callee in classes or (
-                        isinstance(first, cst.Name) and first.value in names
-                    )
-                if held:
-                    names.add(name)
-                    grew = True
+                    if isinstance(first, cst.Name):
+                        flows.setdefault(first.value, set()).add(name)
+            self._flows = (made_by, flows)
+        made_by, flows = self._flows
+        names: set[str] = set()
+        pending = [n for cls in classes for n in made_by.get(cls, ())]
+        while pending:
+            name = pending.pop()
+            if name in names:
+                continue
+            names.add(name)
+            pending.extend(flows.get(name, ()))
         return names
 
     def _holds_instance(self, name: cst.Name, classes: set[str], depth: int) -> bool:
