@@ -15,6 +15,8 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -316,9 +318,10 @@ def _settle_known(
 _worker_state: tuple[Mode, Cache | None] | None = None
 
 
-def _init_worker(mode: Mode, cache: Cache | None) -> None:
-    global _worker_state
+def _init_worker(mode: Mode, cache: Cache | None, scratch: str | None = None) -> None:
+    global _worker_state, _SCRATCH
     _worker_state = (mode, cache)
+    _SCRATCH = scratch
 
 
 # A task: files as (index, path, settings, unfiltered, writable); unfiltered ones are
@@ -363,15 +366,18 @@ def _engine_file(
 
 
 _SUMMARIES_SET = False
+_SCRATCH: str | None = None
 
 
 def _summaries_in(cache: Cache | None) -> None:
-    """Keep the project's module summaries next to the results (once per process)."""
+    """Keep the project's module summaries next to the results (once per process), or,
+    without a cache, in the run's scratch folder that the workers share: a helper module
+    imported by files of both workers is then summarised once, not once per worker."""
     global _SUMMARIES_SET
     if _SUMMARIES_SET:
         return
     _SUMMARIES_SET = True
-    folder = cache.summaries_folder() if cache is not None else None
+    folder = cache.summaries_folder() if cache is not None else _SCRATCH
     if folder is not None:
         from .analysis.project.model import use_directory
 
@@ -405,8 +411,11 @@ def check_files(
     outcomes: list[FileOutcome | None] = [None] * len(files)
     # More workers than files or CPUs only cost their start (--jobs 1000 on two files).
     jobs = max(1, min(jobs, len(files), available_cpus()))
+    # Without a cache, workers share the summaries of the run in a folder that lives as
+    # long as the run (no results are kept: the next run starts from nothing).
+    scratch = _scratch_folder() if cache is None and jobs > 1 else None
     pool: LazyPool[_Task, list[tuple[int, FileOutcome]]] = LazyPool(
-        _engine_task, jobs, _init_worker, (mode, cache), preload=_load_engine
+        _engine_task, jobs, _init_worker, (mode, cache, scratch), preload=_load_engine
     )
     try:
         _dispatch(files, settings, mode, cache, pool, outcomes, stats, frozenset(read_only))
@@ -416,7 +425,31 @@ def check_files(
     except BaseException:
         pool.terminate()  # Ctrl-C or a bug: leave no worker behind
         raise
+    finally:
+        if scratch is not None:
+            _release_scratch(scratch)
     return [o for o in outcomes if o is not None]
+
+
+def _release_scratch(scratch: str) -> None:
+    """Remove the run's scratch folder, and stop using it here if the pool ran its only
+    task in this process (a long-lived caller's next run must not write into it)."""
+    global _SUMMARIES_SET, _SCRATCH
+    shutil.rmtree(scratch, ignore_errors=True)
+    if scratch == _SCRATCH:
+        from .analysis.project.model import STORE, use_directory
+
+        if STORE.directory == scratch:
+            use_directory(None)
+        _SCRATCH = None
+        _SUMMARIES_SET = False
+
+
+def _scratch_folder() -> str | None:
+    try:
+        return tempfile.mkdtemp(prefix="ema-lint-run-")
+    except OSError:
+        return None  # no temporary folder: each worker keeps its summaries in memory
 
 
 def _dispatch(
