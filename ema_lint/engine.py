@@ -202,15 +202,19 @@ def analyze(
     settings: FileSettings,
     *,
     module: cst.Module | None = None,
+    admitted: bool = False,
 ) -> Analysis:
     """Lint one text (bytes honour the encoding cookie and BOM).
 
     ``module`` is ``data`` already parsed (the fixer parses each fixed text to check it).
+    ``admitted``: the caller has run the pre-filter and project admission on these bytes
+    and they passed (a run's worker), so they are not run again.
     """
     rules = settings.visitor_rules()
     analysis = Analysis(path, data, [])
     if (
         settings.prefilter
+        and not admitted
         and not prefilter_for(settings.filter_rules()).matches(text_for_matching(data))
         and not project_admits(path, data)
     ):
@@ -491,15 +495,21 @@ def _fix_key(diagnostic: Diagnostic) -> tuple[str, str, int]:
 
 
 def fix(
-    data: bytes | str, path: str, settings: FileSettings, *, passes: int = MAX_FIX_PASSES
+    data: bytes | str,
+    path: str,
+    settings: FileSettings,
+    *,
+    passes: int = MAX_FIX_PASSES,
+    admitted: bool = False,
 ) -> FixOutcome:
     """Apply every allowed fix, re-linting until nothing more applies (or ``passes`` rounds:
-    one round shows what the findings of the file as it is fix, before any cascade)."""
+    one round shows what the findings of the file as it is fix, before any cascade).
+    ``admitted`` as for :func:`analyze`, for the text as given."""
     original = data
     applied = 0
     rejected: set[tuple[str, str, int]] = set()
     errors: list[Diagnostic] = []
-    analysis = analyze(data, path, settings)
+    analysis = analyze(data, path, settings, admitted=admitted)
     for _ in range(passes):
         if analysis.module is None or analysis.positions is None or analysis.context is None:
             break

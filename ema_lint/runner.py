@@ -86,8 +86,10 @@ def unified_diff(path: str, old: bytes, new: bytes) -> str:
     )
 
 
-def process_source(data: bytes, display: str, settings: FileSettings, mode: Mode) -> FileOutcome:
-    """Lint or fix one file's bytes."""
+def process_source(
+    data: bytes, display: str, settings: FileSettings, mode: Mode, admitted: bool = False
+) -> FileOutcome:
+    """Lint or fix one file's bytes (``admitted``: they passed the pre-filter already)."""
     from . import engine, sources
 
     source = sources.for_path(display)
@@ -95,7 +97,7 @@ def process_source(data: bytes, display: str, settings: FileSettings, mode: Mode
         return _process_other(source, data, display, settings, mode)
     outcome = FileOutcome(display)
     if mode.fixing:
-        fixed = engine.fix(data, display, settings)
+        fixed = engine.fix(data, display, settings, admitted=admitted)
         outcome.diagnostics = fixed.diagnostics
         outcome.fixed = fixed.applied
         if fixed.changed:
@@ -109,7 +111,7 @@ def process_source(data: bytes, display: str, settings: FileSettings, mode: Mode
             errors = [d for d in fixed.diagnostics if d.code == "EMA903"]
             outcome.diagnostics = sorted([*analysis.diagnostics, *errors], key=Diagnostic.sort_key)
     else:
-        analysis = engine.analyze(data, display, settings)
+        analysis = engine.analyze(data, display, settings, admitted=admitted)
         if mode.text_edits:
             engine.attach_text_edits(analysis)
         outcome.diagnostics = analysis.diagnostics
@@ -136,11 +138,17 @@ OUTSIDE_LINK = "a symbolic link to a file outside the folder checked: not fixed 
 
 
 def _process_data(
-    path: Path, data: bytes, file_settings: FileSettings, mode: Mode, writable: bool = True
+    path: Path,
+    data: bytes,
+    file_settings: FileSettings,
+    mode: Mode,
+    writable: bool = True,
+    admitted: bool = False,
 ) -> FileOutcome:
-    """``writable`` False: a fix is reported, never written (a link out of the tree)."""
+    """``writable`` False: a fix is reported, never written (a link out of the tree);
+    ``admitted``: the bytes passed the pre-filter already (not run twice)."""
     display = str(path)
-    outcome = process_source(data, display, file_settings, mode)
+    outcome = process_source(data, display, file_settings, mode, admitted)
     if outcome.new_data is not None and mode.fix and not mode.diff:
         try:
             if not writable:
@@ -355,7 +363,10 @@ def _engine_file(
     ):
         return FileOutcome(name)  # what the parent's pre-filter would have settled
     _summaries_in(cache)
-    outcome = _process_data(path, data, file_settings, mode, writable)
+    # Here, or in the parent for a Python file (``_settle``), the bytes passed the
+    # pre-filter: the engine does not run it again.
+    admitted = unfiltered or path.suffix in PYTHON_SUFFIXES
+    outcome = _process_data(path, data, file_settings, mode, writable, admitted)
     used = dependencies.take(name)
     if cache is not None and _cacheable(outcome, mode):
         key = settings_key(file_settings, name, mode.text_edits)
