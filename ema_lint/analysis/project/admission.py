@@ -313,6 +313,13 @@ def _per_content(
 
 
 _IMPORTS: dict[str, tuple[bytes, list[Imported]]] = {}
+_SPELLS: dict[str, tuple[bytes, bool]] = {}
+
+
+def _module_spells_averaging(path: str, data: bytes) -> bool:
+    """``spells_averaging`` of a module taken whole, once per content (every file of a
+    package that says ``from . import utils`` asks it of the same module)."""
+    return _per_content(_SPELLS, path, data, lambda: spells_averaging(data))
 
 
 def imports_of(path: str, data: bytes) -> list[Imported]:
@@ -328,7 +335,7 @@ def about_averaging(imported: list[Imported], consulted: list[str] | None = None
         seen.append(item.path)
         if item.names is None:
             data = _read(item.path)
-            if data is not None and spells_averaging(data):
+            if data is not None and _module_spells_averaging(item.path, data):
                 return True
             continue
         for name in item.names:

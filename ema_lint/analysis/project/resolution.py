@@ -149,11 +149,32 @@ def module_for_path(path: str) -> ModuleFile:
 
 @lru_cache(maxsize=8192)
 def _find_in(root: str, dotted: str) -> str | None:
-    base = os.path.join(root, *dotted.split("."))
-    for candidate in (base + ".py", os.path.join(base, "__init__.py")):
-        if _isfile(candidate):
-            return candidate
+    # Each folder on the way is listed once (``torch.nn.functional`` in a project without
+    # a ``torch`` folder costs one look at the root's listing, not a stat per root and name).
+    parts = dotted.split(".")
+    folder = root
+    for part in parts[:-1]:
+        if part not in _entries(folder):
+            return None
+        folder = os.path.join(folder, part)
+    last = parts[-1]
+    entries = _entries(folder)
+    base = os.path.join(folder, last)
+    if last + ".py" in entries and _isfile(base + ".py"):
+        return base + ".py"
+    init = os.path.join(base, "__init__.py")
+    if last in entries and "__init__.py" in _entries(base) and _isfile(init):
+        return init
     return None
+
+
+@lru_cache(maxsize=16384)
+def _entries(folder: str) -> frozenset[str]:
+    """The names in ``folder`` (empty if it is no readable folder)."""
+    try:
+        return frozenset(os.listdir(folder))
+    except OSError:
+        return frozenset()
 
 
 def absolute_name(importer: ModuleFile, module: str) -> str | None:
@@ -247,6 +268,7 @@ def clear_lookups() -> None:
         _configured_src,
         roots_for,
         _find_in,
+        _entries,
         _namespace_roots,
     ):
         function.cache_clear()
