@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import hashlib
+import io
 import json
 import os
 import platform
@@ -28,6 +29,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 import time
@@ -192,6 +194,36 @@ class Env:
         return self.bin("python")
 
 
+# Runs the ema_lint package found in a folder (argv[1]) instead of the installed one.
+BASELINE_BOOT = (
+    "import sys; sys.path.insert(0, sys.argv.pop(1)); import ema_lint; "
+    "from ema_lint.cli import main; sys.exit(main())"
+)
+
+
+def baseline_source(ref: str, cache_dir: Path) -> tuple[str, Path]:
+    """(short commit, folder) of the ``ema_lint`` package at git ``ref`` of this checkout,
+    extracted once under the cache folder."""
+    sha = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "rev-parse", "--verify", f"{ref}^{{commit}}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    dest = cache_dir / "baseline" / sha[:12]
+    if not (dest / "ema_lint" / "cli.py").is_file():
+        shutil.rmtree(dest, ignore_errors=True)
+        dest.mkdir(parents=True)
+        archive = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "archive", "--format=tar", sha, "ema_lint"],
+            capture_output=True,
+            check=True,
+        ).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(dest, filter="data")
+    return sha[:12], dest
+
+
 def ema_lint_source() -> Path | None:
     """The repository root if it holds an installable ema-lint with a CLI."""
     if (REPO_ROOT / "pyproject.toml").is_file() and (REPO_ROOT / "ema_lint" / "cli.py").is_file():
@@ -334,10 +366,39 @@ class Result:
 
 
 def build_tools(
-    envs: dict[str, Env], cache_dir: Path, ema_flags: set[str], cpus: int, notes: list[str]
+    envs: dict[str, Env],
+    cache_dir: Path,
+    ema_flags: set[str],
+    cpus: int,
+    notes: list[str],
+    baseline: tuple[str, Path] | None = None,
 ) -> list[Tool]:
     tools: list[Tool] = []
     ema = envs.get("ema-lint")
+    if ema is not None and ema.ok and baseline is not None:
+        ref, source = baseline
+        flags = ("--exit-zero", "--quiet", "--isolated", "--no-respect-gitignore")
+        tools.append(
+            Tool(
+                "ema-lint-baseline",
+                f"ema-lint at {ref}, no cache, {cpus} jobs",
+                "ema-lint",
+                lambda c: [
+                    ema.python,
+                    "-c",
+                    BASELINE_BOOT,
+                    str(source),
+                    "check",
+                    *flags,
+                    "--no-cache",
+                    "--jobs",
+                    str(cpus),
+                    str(c),
+                ],
+                (0,),
+                note=f"the ema_lint package of {ref}, run with this venv's dependencies",
+            )
+        )
     if ema is not None and ema.ok:
         base = [ema.bin("ema-lint"), "check"]
         # The corpus sits in a git-ignored cache folder: walk it as ruff does (no gitignore).
@@ -504,6 +565,7 @@ TOOL_GROUPS = {
     "ema-lint-j1": "ema-lint",
     "ema-lint-cold": "ema-lint",
     "ema-lint-warm": "ema-lint",
+    "ema-lint-baseline": "ema-lint",
     "flake8-ema": "flake8",
     "flake8-F+ema": "flake8",
     "flake8-F,EMA": "flake8",
@@ -983,6 +1045,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         f" (default {','.join(SLOW_TOOLS)})",
     )
     p.add_argument(
+        "--baseline",
+        metavar="REF",
+        help="also time ema-lint as it was at this git ref (no cache, all jobs), side by side",
+    )
+    p.add_argument(
         "--slow-on-all",
         action="store_true",
         help="run TorchFix and fixit on the whole corpus too (hours on 2 cores)",
@@ -1043,9 +1110,11 @@ def main(argv: list[str] | None = None) -> int:
         views = make_views(sources, workdir, args.quick, args.sample_step)
         for v in views.values():
             log(f"view {v.name}: {v.counts.files} files, {v.counts.lines:,} lines")
-        tools = [
-            t for t in build_tools(envs, cache_dir, ema_flags, cpus, notes) if t.id in selected
-        ]
+        baseline = baseline_source(args.baseline, cache_dir) if args.baseline else None
+        if baseline is not None:
+            selected.add("ema-lint-baseline")
+        built = build_tools(envs, cache_dir, ema_flags, cpus, notes, baseline)
+        tools = [t for t in built if t.id in selected]
         for stale in ("ema-lint-warm-cache", "ruff-warm-cache"):
             shutil.rmtree(cache_dir / stale, ignore_errors=True)
         slow_on = "main" if args.quick or args.slow_on_all else "sample"

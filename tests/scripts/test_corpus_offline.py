@@ -323,3 +323,22 @@ def test_unparseable_input_is_not_an_internal_error():
         invalid_sources={"broken.py"},
     )
     assert [f[0] for f in report.internal] == ["fine.py", "crash.py"]
+
+
+# --- the baseline checkout --------------------------------------------------------------
+
+
+def test_baseline_source_extracts_the_package_at_a_ref_and_runs_it(tmp_path):
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    sha, source = run.baseline_source("HEAD", tmp_path)
+    assert (source / "ema_lint" / "cli.py").is_file()
+    assert run.baseline_source("HEAD", tmp_path) == (sha, source)  # extracted once
+    code = run.BASELINE_BOOT.replace("sys.exit(main())", "print(ema_lint.__file__)")
+    done = run.measure([sys.executable, "-c", code, str(source)], cwd=tmp_path)
+    assert done.returncode == 0
+    env = run.Env("ema-lint", Path(sys.prefix))
+    tool = run.build_tools({"ema-lint": env}, tmp_path, set(), 2, [], (sha, source))[0]
+    assert tool.id == "ema-lint-baseline" and sha in tool.label
+    argv = tool.argv(tmp_path)
+    assert argv[3] == str(source) and "--no-cache" in argv and argv[-1] == str(tmp_path)
