@@ -377,7 +377,19 @@ def build_tools(
     ema = envs.get("ema-lint")
     if ema is not None and ema.ok and baseline is not None:
         ref, source = baseline
-        flags = ("--exit-zero", "--quiet", "--isolated", "--no-respect-gitignore")
+        # The flags that checkout knows (an older CLI may lack one: its run is then without)
+        known = detect_flags(
+            subprocess.run(
+                [ema.python, "-c", BASELINE_BOOT, str(source), "check", "--help"],
+                capture_output=True,
+                text=True,
+            ).stdout
+        )
+        flags = [
+            f
+            for f in ("--exit-zero", "--quiet", "--isolated", "--no-respect-gitignore")
+            if f in known
+        ]
         tools.append(
             Tool(
                 "ema-lint-baseline",

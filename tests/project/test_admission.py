@@ -153,3 +153,47 @@ def test_messages_and_lerps_of_no_weights_are_no_evidence(tmp_path: Path) -> Non
     root = _project(tmp_path, {"blend.py": pipeline, "track.py": tracker})
     assert not _admits(root, "from blend import Blender\nBlender()(x, y, 0.5)\n")
     assert _admits(root, "from track import Tracker\nTracker().update(net)\n")
+
+
+_AVERAGE_WORDS = """
+import copy
+
+import torch
+
+
+class NormAct(torch.nn.BatchNorm2d):
+    def forward(self, x):
+        exponential_average_factor = 0.0 if self.momentum is None else self.momentum
+        return x * exponential_average_factor
+
+
+class WeightAverager:
+    def __init__(self, model):
+        self.average = copy.deepcopy(model)
+
+
+def moving_average(net1, net2, alpha=1.0):
+    for a, b in zip(net1.parameters(), net2.parameters()):
+        a.data.mul_(1.0 - alpha).add_(b.data, alpha=alpha)
+"""
+
+
+def test_an_average_word_admits_only_with_weights_read_or_copied(tmp_path):
+    root = _project(tmp_path, {"layers.py": _AVERAGE_WORDS})
+    # BatchNorm's exponential_average_factor averages no weights
+    assert not _admits(root, "from layers import NormAct\n\nNormAct(8)\n")
+    assert _admits(root, "from layers import WeightAverager\n\nWeightAverager(m)\n")
+    assert _admits(root, "from layers import moving_average\n\nmoving_average(a, b)\n")
+
+
+def test_a_star_import_of_a_module_that_imports_an_averaging_module_admits(tmp_path):
+    root = _project(
+        tmp_path,
+        {
+            "utils/__init__.py": "",
+            "utils/averaging.py": "class Tracker:\n    pass\n",
+            "utils/general.py": "from . import averaging\n",
+        },
+    )
+    assert _admits(root, "from utils.general import *\n\naveraging.Tracker()\n")
+    assert not _admits(root, "from utils.averaging import Tracker\n\nTracker()\n")

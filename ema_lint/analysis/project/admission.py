@@ -54,7 +54,7 @@ _IMPORT = re.compile(
 EVIDENCE = re.compile(
     rb"(?<![A-Za-z\"'])ema(?![a-z\"'])|(?<![A-Z])Ema(?![a-z])|(?<![A-Z])EMA(?![A-Z]{2}|[a-z])"
     rb"|(?<![A-Za-z])swa(?![a-z])|(?<![A-Z])Swa(?![a-z])|(?<![A-Z])SWA(?![A-Z]{2}|[a-z])"
-    rb"|[Aa]verag|shadow|Shadow|polyak|Polyak|teacher|Teacher"
+    rb"|shadow|Shadow|polyak|Polyak|teacher|Teacher"
     # A ``lerp`` of weights read from a model: an average with no averaging word (``for t,
     # s in zip(self.target.parameters(), ...): t.lerp_(s, 1 - self.decay)``). A lerp of
     # latents or colours in a pipeline reads no weights.
@@ -71,8 +71,6 @@ _EVIDENCE_STARTS = (
     b"swa",
     b"Swa",
     b"SWA",
-    b"Averag",
-    b"averag",
     b"shadow",
     b"Shadow",
     b"polyak",
@@ -86,8 +84,27 @@ _EVIDENCE_STARTS = (
 )
 
 
+# "Average" alone is in too much that averages no weights (BatchNorm's
+# ``exponential_average_factor``, the profiler's ``key_averages``, an optimizer's
+# ``grad_averaging``, a loss meter's ``running_average``): it counts with weights read or
+# copied in the same text (``def moving_average(net1, net2, alpha)`` over ``parameters()``,
+# ``class WeightAverager`` holding a ``deepcopy``, a subclass of ``AveragedModel``).
+_AVERAGE_WORDS = (b"averag", b"Averag")
+_WEIGHT_WORDS = (
+    b"parameters(",
+    b"state_dict(",
+    b"buffers(",
+    b"deepcopy",
+    b"AveragedModel",
+    b".data",
+    b"lerp",
+    b"_foreach_",
+)
+
+
 def has_evidence(data: bytes) -> bool:
-    """``EVIDENCE.search(data) is not None``, fast."""
+    """``EVIDENCE.search(data) is not None``, or an average word with weights (see
+    ``_AVERAGE_WORDS``), fast."""
     match = EVIDENCE.match
     for start in _EVIDENCE_STARTS:
         at = data.find(start)
@@ -95,7 +112,7 @@ def has_evidence(data: bytes) -> bool:
             if match(data, at) is not None:
                 return True
             at = data.find(start, at + 1)
-    return False
+    return any(w in data for w in _AVERAGE_WORDS) and any(w in data for w in _WEIGHT_WORDS)
 
 
 _TOP_LEVEL = re.compile(rb"^[^\s#)\]}]", re.MULTILINE)
@@ -130,6 +147,16 @@ def _at_line_start(data: bytes, name: bytes, prefixes: tuple[bytes, ...]) -> int
                 return at
             at = data.find(needle, at + 1)
     return -1
+
+
+# An import line naming an average (``from . import averaging``): the module hands on
+# what another defines (a star import of it reaches the averaging class).
+_IMPORTS_AVERAGE = re.compile(rb"^[ \t]*(?:from|import)[ \t][^\n]*[Aa]verag", re.MULTILINE)
+
+
+def imports_averaging(data: bytes) -> bool:
+    """``data`` has an import line that names an average (``from . import averaging``)."""
+    return b"verag" in data and _IMPORTS_AVERAGE.search(data) is not None
 
 
 def spells_averaging(data: bytes) -> bool:
@@ -319,7 +346,9 @@ _SPELLS: dict[str, tuple[bytes, bool]] = {}
 def _module_spells_averaging(path: str, data: bytes) -> bool:
     """``spells_averaging`` of a module taken whole, once per content (every file of a
     package that says ``from . import utils`` asks it of the same module)."""
-    return _per_content(_SPELLS, path, data, lambda: spells_averaging(data))
+    return _per_content(
+        _SPELLS, path, data, lambda: spells_averaging(data) or imports_averaging(data)
+    )
 
 
 def imports_of(path: str, data: bytes) -> list[Imported]:

@@ -276,8 +276,12 @@ _OTHER_WORDS = (b".step(", b"backward", *_EVAL_WORDS, *_RECALIBRATION_WORDS)
 
 def module_relevant(data: bytes) -> bool:
     """A module that can make any record: averaging evidence, or a step, backward,
-    no-grad or BatchNorm-statistics word."""
-    return any(w in data for w in _OTHER_WORDS) or averaging_evidence(data)
+    no-grad or BatchNorm-statistics word, or an import of an averaging module."""
+    return (
+        any(w in data for w in _OTHER_WORDS)
+        or averaging_evidence(data)
+        or admission.imports_averaging(data)
+    )
 
 
 def defines_relevant(data: bytes, name: str, kinds: frozenset[str] = ALL_KINDS) -> bool:
