@@ -173,6 +173,8 @@ class LowPrecisionEma(Rule):
 
     code = "EMA105"
     name = "ema-low-precision"
+    # Method-call statements on a bare name, by the name (see ``_method_statements``).
+    _statements: dict[str, list[cst.Expr]] | None = None
     summary = "Averaged weights kept in float16 or bfloat16, where updates round away"
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.SAFE
@@ -397,13 +399,11 @@ class LowPrecisionEma(Rule):
         index = self.ctx.index
         scope = index.enclosing(at, cst.FunctionDef)
         found: tuple[str, bool] | None = None
-        for statement in self.ctx.nodes(cst.Expr):
+        for statement in self._method_statements().get(name.value, ()):
             call = statement.value
             if not (
                 isinstance(call, cst.Call)
                 and isinstance(call.func, cst.Attribute)
-                and isinstance(call.func.value, cst.Name)
-                and call.func.value.value == name.value
                 and index.enclosing(statement, cst.FunctionDef) is scope
                 and index.is_before(statement, at)
                 and (value is None or index.is_before(value, statement))
@@ -414,6 +414,22 @@ class LowPrecisionEma(Rule):
             else:
                 found = self._built_half(call) or found
         return found
+
+    def _method_statements(self) -> dict[str, list[cst.Expr]]:
+        """Statements that are a method call on a bare name (``model.half()``), by the
+        name, in document order: read once per file, not once per copy."""
+        if self._statements is None:
+            found: dict[str, list[cst.Expr]] = {}
+            for statement in self.ctx.nodes(cst.Expr):
+                call = statement.value
+                if (
+                    isinstance(call, cst.Call)
+                    and isinstance(call.func, cst.Attribute)
+                    and isinstance(call.func.value, cst.Name)
+                ):
+                    found.setdefault(call.func.value.value, []).append(statement)
+            self._statements = found
+        return self._statements
 
     def _value_before(self, name: cst.Name, at: cst.CSTNode) -> cst.BaseExpression | None:
         """The value ``name`` was last assigned before ``at`` in its scope (a model is often

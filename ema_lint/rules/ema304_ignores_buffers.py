@@ -115,6 +115,8 @@ class IgnoresBuffers(Rule):
 
     code = "EMA304"
     name = "ema-ignores-buffers"
+    # Objects whose buffers the module handles (see ``_handling``), once per file.
+    _handled: set[int] | None = None
     summary = "EMA copy averaged over parameters() only, leaving BatchNorm stats stale"
     fix_availability = FixAvailability.SOMETIMES
     fix_applicability = Applicability.UNSAFE
@@ -354,6 +356,14 @@ class IgnoresBuffers(Rule):
     def _buffers_handled(self, obj: AveragingObject, objects: AveragingObjects) -> bool:
         if any(u.shadow_method in _BUFFER_METHODS for u in obj.inplace):
             return True
+        return id(obj) in self._handling(objects)
+
+    def _handling(self, objects: AveragingObjects) -> set[int]:
+        """The objects whose buffers some call of the module reads or loads, or that a
+        recalibration call is handed: one scan of the calls per module, not per object."""
+        if self._handled is not None:
+            return self._handled
+        found: set[int] = set()
         for call in self.ctx.nodes(cst.Call):
             func = call.func
             if isinstance(func, cst.Attribute) and func.attr.value in (
@@ -361,15 +371,18 @@ class IgnoresBuffers(Rule):
                 "named_buffers",
                 "load_state_dict",
             ):
-                if objects.for_expression(func.value) is obj:
-                    return True
+                held = objects.for_expression(func.value)
+                if held is not None:
+                    found.add(id(held))
                 continue
             name = dotted_name(func) or ""
-            if _RECALIBRATE.search(name.rsplit(".", 1)[-1]) and any(
-                objects.for_expression(a.value) is obj for a in call.args
-            ):
-                return True
-        return False
+            if _RECALIBRATE.search(name.rsplit(".", 1)[-1]):
+                for arg in call.args:
+                    held = objects.for_expression(arg.value)
+                    if held is not None:
+                        found.add(id(held))
+        self._handled = found
+        return found
 
     def _evaluated(self, obj: AveragingObject) -> bool:
         """The copy is called, put in eval mode, saved, or handed to another function."""

@@ -183,6 +183,7 @@ class SwaAnalysis:
         self._uses: dict[int, list[ModelUse]] = {}
         self._target_steps: dict[int, list[tuple[cst.Call, Scheduler]]] = {}
         self._refs: dict[int, list[cst.Name | cst.Attribute]] | None = None
+        self._params: frozenset[str] | None = None
         candidates = [
             o
             for o in self.objects.objects
@@ -817,12 +818,19 @@ class SwaAnalysis:
                 root = root.value
             if isinstance(root, cst.Name):
                 names.add(root.value)
-        for function in self.ctx.nodes(cst.FunctionDef):
-            assert isinstance(function, cst.FunctionDef)
-            params = function.params
-            names.update(p.name.value for p in (*params.params, *params.kwonly_params))
-            names.update(p.name.value for p in params.posonly_params)
-        return names
+        return names | self._parameter_names()
+
+    def _parameter_names(self) -> frozenset[str]:
+        """The names of every function parameter of the module (read once per module)."""
+        if self._params is None:
+            found: set[str] = set()
+            for function in self.ctx.nodes(cst.FunctionDef):
+                assert isinstance(function, cst.FunctionDef)
+                params = function.params
+                found.update(p.name.value for p in (*params.params, *params.kwonly_params))
+                found.update(p.name.value for p in params.posonly_params)
+            self._params = frozenset(found)
+        return self._params
 
     def _classify(
         self,
