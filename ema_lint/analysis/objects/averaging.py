@@ -69,6 +69,7 @@ from ema_lint.analysis.syntax.vocabulary import (
     is_averaged_name,
     names_an_average,
     names_averaging_pair,
+    optimizer_name,
     tokens,
 )
 
@@ -142,8 +143,6 @@ _NOT_AVERAGING_HELPER_WORDS = frozenset(
     }
     | NOT_WEIGHT_TOKENS
 )
-# Receivers of ``.step()`` read as an optimizer when the name says so (as the loop analysis).
-_OPTIMIZER_NAME = re.compile(r"(optim|^opt$|^opt_|_opt$|^opts?\d*$)", re.IGNORECASE)
 
 # Words of a coefficient that say it is a decay, whichever side it is written on.
 _DECAY_NAME_WORDS = {"decay", "momentum", "beta", "rate", "mu"}
@@ -672,7 +671,7 @@ class AveragingObjects:
                 or (
                     func.attr.value == "step"
                     and not node.args
-                    and _OPTIMIZER_NAME.search(dotted_name(func.value) or "") is not None
+                    and optimizer_name(dotted_name(func.value) or "")
                 )
             ):
                 steps = True

@@ -192,3 +192,14 @@ AVERAGED_NAME = names(averaged_identifier, AVERAGED_NAME_WORDS)
 # ... and a name of the file's code (a parameter, a variable) says so.
 AVERAGED_CODE_NAME = names(averaged_identifier, AVERAGED_NAME_WORDS, strings=False)
 NAMED_AVERAGE = names(average_word_identifier, AVERAGE_WORDS)
+
+
+# Receivers of ``.step()`` that are optimizers (not schedulers, environments, EMA objects).
+OPTIMIZER_NAME = re.compile(r"(optim|^opt$|^opt_|_opt$|^opts?\d*$)", re.IGNORECASE)
+_NOT_OPTIMIZER = re.compile(r"(sched|lr_|ema|swa|env|progress|bar|pbar|timer)", re.IGNORECASE)
+
+
+def optimizer_name(receiver: str) -> bool:
+    """``receiver`` of a ``.step()`` is named as an optimizer (``optimizer``, ``opt_g``),
+    not as a scheduler, an environment or an averaging object (``lr_scheduler_optim``)."""
+    return OPTIMIZER_NAME.search(receiver) is not None and not _NOT_OPTIMIZER.search(receiver)

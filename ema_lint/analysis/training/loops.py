@@ -21,13 +21,11 @@ from ema_lint.analysis.objects.optimizers import Optimizers
 from ema_lint.analysis.syntax.context import FileContext
 from ema_lint.analysis.syntax.names import ImportTable, dotted_name
 from ema_lint.analysis.syntax.values import ValueResolver
+from ema_lint.analysis.syntax.vocabulary import OPTIMIZER_NAME, optimizer_name
 
 Loop = cst.For | cst.While
 FunctionNode = cst.FunctionDef | cst.Lambda
 
-# Receivers of ``.step()`` that are optimizers (not schedulers, environments, EMA objects).
-_OPTIMIZER_NAME = re.compile(r"(optim|^opt$|^opt_|_opt$|^opts?\d*$)", re.IGNORECASE)
-_NOT_OPTIMIZER = re.compile(r"(sched|lr_|ema|swa|env|progress|bar|pbar|timer)", re.IGNORECASE)
 _SCALER_NAME = re.compile(r"scaler", re.IGNORECASE)
 # Identifiers that make a condition an accumulation / sync guard.
 _ACCUMULATION_WORDS = re.compile(
@@ -369,7 +367,7 @@ class TrainingLoops:
         if second.keyword is not None and second.keyword.value != "optimizer":
             return False
         receiver = _last_identifier(second.value)
-        return bool(receiver and _OPTIMIZER_NAME.search(receiver))
+        return bool(receiver and OPTIMIZER_NAME.search(receiver))
 
     def is_lightning_step(self, call: cst.Call) -> bool:
         """``super().optimizer_step(epoch, batch_idx, optimizer, optimizer_closure)`` in a
@@ -426,7 +424,7 @@ class TrainingLoops:
             return True
         if _SCALER_NAME.search(receiver) and call.args:
             return True
-        if _OPTIMIZER_NAME.search(receiver) and not _NOT_OPTIMIZER.search(receiver):
+        if optimizer_name(receiver):
             return True
         if self._optimizers is None:
             self._optimizers = self.ctx.get(Optimizers)
