@@ -19,6 +19,7 @@ from typing import TextIO
 from . import registry
 from ._version import __version__
 from .cache import DIR_NAME, ENV_VAR, Cache, default_dir
+from .collector import use_batch_schedule
 from .config import ConfigError, Overrides, Settings, parse_rule_option
 from .options import OptionError, rule_options_from
 from .pool import available_cpus
@@ -568,6 +569,8 @@ def main(
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     stdin = stdin or sys.stdin.buffer
+    if argv is None:  # this process is the command (not a host calling it)
+        use_batch_schedule()
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:

@@ -27,6 +27,7 @@ from . import dependencies
 from .analysis.project import admission
 from .analysis.project.admission import project_admits
 from .cache import Cache, StatIndex, content_hash, portable, settings_key
+from .collector import batch_collection
 from .config import Settings
 from .decoding import text_for_matching
 from .diagnostics import Diagnostic
@@ -429,10 +430,11 @@ def check_files(
         _engine_task, jobs, _init_worker, (mode, cache, scratch), preload=_load_engine
     )
     try:
-        _dispatch(files, settings, mode, cache, pool, outcomes, stats, frozenset(read_only))
-        for _, done in pool.results():
-            for index, outcome in done:
-                outcomes[index] = outcome
+        with batch_collection():
+            _dispatch(files, settings, mode, cache, pool, outcomes, stats, frozenset(read_only))
+            for _, done in pool.results():
+                for index, outcome in done:
+                    outcomes[index] = outcome
     except BaseException:
         pool.terminate()  # Ctrl-C or a bug: leave no worker behind
         raise
