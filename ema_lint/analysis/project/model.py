@@ -61,7 +61,14 @@ from ema_lint.files import read_regular
 from ema_lint.prefilter import code_names, without_prose
 
 from . import admission, resolution
-from .admission import TOP_DEFINITION, definition, has_evidence, imports_of, reexports
+from .admission import (
+    TOP_DEFINITION,
+    definition,
+    definition_at,
+    has_evidence,
+    imports_of,
+    reexports,
+)
 from .resolution import ModuleFile, module_stem, project_files
 from .summaries import (
     AttributeSummary,
@@ -855,7 +862,13 @@ class ProjectLink:
             read = STORE.read(path)
             if read is None or word not in read[1] or needle not in read[1]:
                 continue
-            if called.search(read[1]) is not None and spelled.search(read[1]) is not None:
+            if called.search(read[1]) is None or spelled.search(read[1]) is None:
+                continue
+            # Both in the code, not in a comment or a docstring only (``# Copied from
+            # pkg.module.function`` above a copy imports nothing): such a file would be
+            # summarised, often a large one, to find that it calls nothing of this module.
+            code = _code_of(read[0], read[1])
+            if called.search(code) is not None and spelled.search(code) is not None:
                 yield path, read[1]
 
     def inherited_attributes(self, qualname: str) -> list[InheritedAttribute]:
@@ -991,6 +1004,21 @@ class ProjectLink:
                 yield module, summary
 
 
+_CODE: dict[str, bytes] = {}
+MAX_CODE = 256
+
+
+def _code_of(digest: str, data: bytes) -> bytes:
+    """``without_prose(data)``, kept for a few contents (a module is asked about by every
+    function whose callers are looked up)."""
+    found = _CODE.get(digest)
+    if found is None:
+        if len(_CODE) >= MAX_CODE:
+            _CODE.clear()
+        found = _CODE[digest] = without_prose(data)
+    return found
+
+
 def _forwarded_call(record: ForwardedSummary, where: str) -> ForwardedCall | None:
     """A forwarded weight of a summary, with its spec rebuilt from the table."""
     if record.api:
@@ -1059,8 +1087,12 @@ def _step_names(path: str) -> frozenset[bytes]:
         return frozenset()
     names: set[bytes] = set()
     for match in TOP_DEFINITION.finditer(data):
-        body = definition(data, match.group(1).decode("ascii"))
-        if body is not None and _could_step(body, match.group(0).startswith(b"class")):
+        if match.group(1) in names:
+            continue
+        # Each name once, at its definition's own offset (``definition(data, name)``
+        # would search the file from its start again for every name).
+        body = definition_at(data, match.start())
+        if _could_step(body, match.group(0).startswith(b"class")):
             names.add(match.group(1))
     return frozenset(names)
 
