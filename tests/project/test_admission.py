@@ -197,3 +197,34 @@ def test_a_star_import_of_a_module_that_imports_an_averaging_module_admits(tmp_p
     )
     assert _admits(root, "from utils.general import *\n\naveraging.Tracker()\n")
     assert not _admits(root, "from utils.averaging import Tracker\n\nTracker()\n")
+
+
+def test_only_a_module_whose_code_trains_receives_a_callers_average() -> None:
+    from ema_lint.analysis.project.admission import trains
+
+    assert trains(b"def step(model, loss, opt):\n    loss.backward()\n    opt.step()\n")
+    assert trains(b"scaler.step(optimizer)\n")  # AMP's step of the optimizer
+    assert trains(b"self.optimizers()[0].step()\n")  # a receiver with no name
+    assert trains(b"class M:\n    def training_step(self, batch, i):\n        pass\n")
+    # A diffusion pipeline's sampling step, a schedule's length, an autograd Function's own
+    # backward, and a backward pass only described in prose train nothing.
+    assert not trains(b"latents = self.scheduler.step(noise, t, latents).prev_sample\n")
+    assert not trains(b"lr_scheduler.step()\npbar.step(1)\n")
+    assert not trains(b"def get_schedule(num_training_steps):\n    return num_training_steps\n")
+    assert not trains(b"class F(Function):\n    @staticmethod\n    def backward(ctx, g):\n")
+    assert not trains(b'def f():\n    """Call loss.backward() first."""\n    # opt.step()\n')
+
+
+def test_import_lines_are_those_the_line_pattern_finds() -> None:
+    import re
+
+    from ema_lint.analysis.project.admission import _IMPORT, import_lines
+
+    text = (
+        b"import os\nfrom .ema import (\n    ModelEma,\n)\nx = 'import y'\n"
+        b"  from a.b import c as d  # import\nimportant = 1\nif x:\n    import json as j\n"
+    )
+    found = [m.span() for m in import_lines(text)]
+    assert found == [m.span() for m in _IMPORT.finditer(text)]
+    assert len(found) == 4
+    assert isinstance(next(import_lines(b"import re\n")), re.Match)

@@ -114,3 +114,17 @@ def test_a_reexport_is_followed_by_bytes_to_its_definition(tmp_path: Path) -> No
     # A name the byte reader cannot follow (an alias) is left to the summary.
     aliased = b"from .models import VisionNet as Net\n"
     assert reexport_relevant(str(init), aliased, "Net", averaging)
+
+
+def test_a_module_named_only_in_a_comment_is_no_caller(tmp_path: Path) -> None:
+    import libcst as cst
+
+    from ema_lint.analysis.syntax.context import FileContext
+
+    helper = b"def train(model, model_ema):\n    model_ema.update(model)\n"
+    copy = b"# Copied from helpers.train\ndef train(model, model_ema):\n    pass\n"
+    caller = b"from helpers import train\n\ntrain(net, model_ema)\n"
+    root = _project(tmp_path, {"helpers.py": helper, "copy.py": copy, "main.py": caller})
+    path = str(root / "helpers.py")
+    link = model.ProjectLink(FileContext(cst.parse_module(helper), path))
+    assert [p for p, _ in link._importers("train")] == [str(root / "main.py")]
