@@ -228,3 +228,15 @@ def test_import_lines_are_those_the_line_pattern_finds() -> None:
     assert found == [m.span() for m in _IMPORT.finditer(text)]
     assert len(found) == 4
     assert isinstance(next(import_lines(b"import re\n")), re.Match)
+
+
+def test_a_module_path_component_is_no_reexport() -> None:
+    from ema_lint.analysis.project.admission import reexports
+
+    assert reexports(b"from .plots import colors\n", "colors")
+    assert reexports(b"from .plots import (\n    Annotator,\n    colors,\n)\n", "colors")
+    assert reexports(b"import numpy as colors\n", "colors")
+    # ``colors`` names a module here, not what the file imports.
+    assert not reexports(b"from matplotlib.colors import LinearSegmentedColormap\n", "colors")
+    assert not reexports(b"from colors import palette\n", "colors")
+    assert not reexports(b"import colors.palette\n", "colors")

@@ -211,9 +211,16 @@ def _is_word_byte(byte: int) -> bool:
 
 def reexports(data: bytes, name: str) -> bool:
     """``data`` imports ``name`` (a re-export, ``from .ema import ModelEMA``)."""
-    for at in _words_at(data, name.encode()):
+    word = name.encode()
+    for at in _words_at(data, word):
+        if data[at - 1 : at] == b"." or data[at + len(word) : at + len(word) + 1] == b".":
+            continue  # a component of a module's path (``from matplotlib.colors import``)
         line = data[data.rfind(b"\n", 0, at) + 1 : at].lstrip()
-        if line.startswith((b"from ", b"import ", b"from\t", b"import\t")):
+        if line.startswith((b"from ", b"from\t")):
+            if b"import" in line:  # after ``import``: a name taken, not the module
+                return True
+            continue
+        if line.startswith((b"import ", b"import\t")):
             return True
         opened = data.rfind(b"import (", max(0, at - 4000), at)
         if opened != -1 and b")" not in data[opened:at]:  # in ``import (...)`` lines
