@@ -240,3 +240,16 @@ def test_a_module_path_component_is_no_reexport() -> None:
     assert not reexports(b"from matplotlib.colors import LinearSegmentedColormap\n", "colors")
     assert not reexports(b"from colors import palette\n", "colors")
     assert not reexports(b"import colors.palette\n", "colors")
+
+
+def test_top_definitions_are_those_the_line_pattern_finds() -> None:
+    from ema_lint.analysis.project.admission import TOP_DEFINITION, top_definitions
+
+    text = (
+        b"class First:\n    def inner(self):\n        pass\n\n"
+        b"async  def fetch():\n    pass\n@deco\ndef helper(x):\n    return x\n"
+        b"x = 'def not_me()'\nclass Last(Base): ...\n"
+    )
+    found = [(at, name) for at, name, _ in top_definitions(text)]
+    assert found == [(m.start(), m.group(1)) for m in TOP_DEFINITION.finditer(text)]
+    assert [c for _, _, c in top_definitions(text)] == [True, False, False, True]

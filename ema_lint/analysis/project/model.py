@@ -68,6 +68,7 @@ from .admission import (
     has_evidence,
     imports_of,
     reexports,
+    top_definitions,
 )
 from .resolution import ModuleFile, module_stem, project_files
 from .summaries import (
@@ -1086,14 +1087,13 @@ def _step_names(path: str) -> frozenset[bytes]:
     if b".step(" not in data and b".backward(" not in data:
         return frozenset()
     names: set[bytes] = set()
-    for match in TOP_DEFINITION.finditer(data):
-        if match.group(1) in names:
+    for at, name, is_class in top_definitions(data):
+        if name in names:
             continue
         # Each name once, at its definition's own offset (``definition(data, name)``
         # would search the file from its start again for every name).
-        body = definition_at(data, match.start())
-        if _could_step(body, match.group(0).startswith(b"class")):
-            names.add(match.group(1))
+        if _could_step(definition_at(data, at), is_class):
+            names.add(name)
     return frozenset(names)
 
 

@@ -125,6 +125,7 @@ class ModuleIndex:
         "_positions",
         "_rooted",
         "_type_orders",
+        "_up",
         "by_type",
         "module",
         "order",
@@ -139,6 +140,7 @@ class ModuleIndex:
         self.order: dict[int, int] = {}
         self.preorder: list[cst.CSTNode] = []
         self._ends: list[int] | None = None
+        self._up: list[int] = []  # preorder number -> its parent's (-1 for the module)
         self._type_orders: dict[type, list[int]] = {}
         self._matching_types: dict[type | tuple[type, ...], list[type]] = {}
         self._positions: dict[int, int] = {}  # statement id -> where it sits in its block
@@ -162,12 +164,20 @@ class ModuleIndex:
         stack: list[cst.CSTNode] = [root]
         pop = stack.pop
         push = stack.append
+        # The parents' preorder numbers, in a stack beside the nodes': list operations
+        # here make ``_subtree_ends`` a pass over lists instead of two lookups per node.
+        above: list[int] = [-1]
+        pop_above = above.pop
+        push_above = above.append
         record = self.preorder.append
+        record_up = self._up.append
         n = 0
         while stack:
             node = pop()
+            record_up(pop_above())
             order[id(node)] = n
             record(node)
+            mine = n
             n += 1
             cls = type(node)
             bucket = by_type.get(cls)
@@ -199,6 +209,7 @@ class ModuleIndex:
                 for child in reversed(children):
                     parents[id(child)] = node
                     push(child)
+                    push_above(mine)
 
     # Queries -------------------------------------------------------------------------------
     def nodes(self, cls: type[cst.CSTNode]) -> list[cst.CSTNode]:
@@ -283,14 +294,11 @@ class ModuleIndex:
         ends = self._ends
         if ends is None:
             ends = list(range(len(self.preorder)))
-            order = self.order
-            parents = self.parents
+            up = self._up
             for n in range(len(ends) - 1, 0, -1):
-                parent = parents.get(id(self.preorder[n]))
-                if parent is not None:
-                    p = order[id(parent)]
-                    if ends[n] > ends[p]:
-                        ends[p] = ends[n]
+                p = up[n]
+                if ends[n] > ends[p]:
+                    ends[p] = ends[n]
             self._ends = ends
         return ends
 
