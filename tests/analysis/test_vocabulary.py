@@ -105,8 +105,18 @@ def test_pooling_layers_and_gradient_moments_are_not_averaged_weights() -> None:
         assert not averaged_identifier(name), name
     for name in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq", "square_avg"):
         assert not averaged_identifier(name), name
+    # Moments with an optimizer's or a schedule's words around them (Muon, LaProp).
+    for name in ("adamw_exp_avg_sqs", "muon_exp_avg_sqs", "exp_avg_lr_1", "grouped_exp_avg"):
+        assert not averaged_identifier(name), name
     # A word that says so still does, whatever else the name holds.
-    for name in ("avg_model", "avg_params", "exp_avg_model", "ema_pool", "swa_pool_model"):
+    for name in (
+        "avg_model",
+        "avg_params",
+        "exp_avg_model",
+        "exp_avg_weights",
+        "ema_pool",
+        "swa_pool_model",
+    ):
         assert averaged_identifier(name), name
 
 

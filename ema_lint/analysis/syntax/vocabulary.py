@@ -157,7 +157,17 @@ def _not_weights(words: set[str]) -> bool:
         return False
     if words & _POOLING_TOKENS:
         return True
-    return "avg" in words and words <= _MOMENT_TOKENS and bool(words & {"exp", "sq", "square"})
+    if "avg" not in words or not words & {"exp", "sq", "square"}:
+        return False
+    # Moments also carry an optimizer's or a schedule's words (Muon's ``adamw_exp_avg_sqs``,
+    # LaProp's ``exp_avg_lr_1``); an averaged copy of weights says what it holds.
+    return words <= _MOMENT_TOKENS or not words & _HOLDS_WEIGHTS
+
+
+_HOLDS_WEIGHTS = frozenset(
+    {"model", "models", "net", "network", "module", "param", "params", "parameters", "weight"}
+    | {"weights", "state", "encoder", "teacher", "student", "copy", "shadow"}
+)
 
 
 def averaged_identifier(identifier: str) -> bool:
