@@ -39,7 +39,7 @@ from .resolution import (
     module_stem,
     project_files,
     project_root,
-    resolve,
+    resolve_from,
 )
 
 _IMPORT = re.compile(
@@ -249,6 +249,7 @@ def imports(path: str | None, data: bytes | str) -> list[Imported]:
     if not os.path.isfile(path):
         return []
     importer = module_for_path(path)
+    where = (os.path.dirname(importer.path), importer.package, importer.path)
     found: list[Imported] = []
     for number, match in enumerate(import_lines(raw)):
         if number >= MAX_IMPORTS:
@@ -263,17 +264,17 @@ def imports(path: str | None, data: bytes | str) -> list[Imported]:
             joiner = "" if module.endswith(".") else "."
             taken: list[str] = []
             for name in names[:MAX_NAMES]:
-                submodule = resolve(importer, f"{module}{joiner}{name}")
+                submodule = resolve_from(*where, f"{module}{joiner}{name}")
                 if submodule is not None:  # ``from pkg import ema``: a module by name
                     found.append(Imported(submodule.path, None))
                 else:
                     taken.append(name)
-            target = resolve(importer, module)
+            target = resolve_from(*where, module)
             if target is not None and (taken or "*" in names):
                 found.append(Imported(target.path, None if "*" in names else tuple(taken)))
             continue
         module = match.group(3).decode("ascii", "replace")
-        target = resolve(importer, module)
+        target = resolve_from(*where, module)
         if target is None:
             continue
         alias = (match.group(4) or match.group(3)).decode("ascii", "replace")

@@ -198,9 +198,14 @@ def _relative_name(package_name: str, module: str) -> str | None:
 def resolve(importer: ModuleFile, module: str) -> ModuleFile | None:
     """The project file ``module`` (as written in ``importer``) names, or None (once per
     folder, package and name in a run: the files of a folder import the same modules)."""
-    folder = os.path.dirname(importer.path)
-    for found in _candidates(folder, importer.package, module):
-        if module.startswith(".") or found.path != importer.path:
+    return resolve_from(os.path.dirname(importer.path), importer.package, importer.path, module)
+
+
+def resolve_from(folder: str, package: str, path: str, module: str) -> ModuleFile | None:
+    """``resolve`` for the importer at ``path`` in ``folder`` and ``package``: a caller that
+    resolves every import of a file works these out once, not once per name."""
+    for found in _candidates(folder, package, module):
+        if module.startswith(".") or found.path != path:
             return found
     return None
 
