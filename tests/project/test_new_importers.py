@@ -150,8 +150,7 @@ def test_a_warm_run_reads_only_the_files_changed_since(
         read.append(Path(path).name)
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(admission, "read_regular", counting)
-    monkeypatch.setattr(project_model, "read_regular", counting)
+    monkeypatch.setattr(admission, "read_regular", counting)  # the project model's too
     (tree / "extra.py").write_text(UNRELATED)
     assert _check(run, tree) == []
     # The new file is read to tell it names no helper; the rest of the project is not.
@@ -197,8 +196,7 @@ def test_telling_of_one_file_reads_only_that_file(
         read.append(Path(path).name)
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(admission, "read_regular", counting)
-    monkeypatch.setattr(project_model, "read_regular", counting)
+    monkeypatch.setattr(admission, "read_regular", counting)  # the project model's too
     (tree / "main.py").write_text(MAIN)
     assert project_model.file_changed(str(tree / "main.py")) is not None
     assert set(read) == {"main.py"}

@@ -316,6 +316,12 @@ _READ: dict[str, tuple[tuple[int, int], bytes | None]] = {}
 MAX_READ = 4096
 
 
+def read_file(path: str) -> bytes | None:
+    """The bytes of ``path`` as they are on disk now, read once per change (by its stat
+    signature) and shared with the project model; None when it cannot be read."""
+    return _read(path)
+
+
 def _read(path: str) -> bytes | None:
     try:
         st = os.stat(path)

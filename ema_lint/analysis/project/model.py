@@ -57,7 +57,6 @@ from ema_lint.analysis.syntax.values import ValueResolver, rewraps
 from ema_lint.analysis.syntax.vocabulary import AVERAGE_COMPOUNDS, averaged_identifier
 from ema_lint.analysis.training.decays import HAND_MADE, hand_weight
 from ema_lint.analysis.training.forwarded import ForwardedCall
-from ema_lint.files import read_regular
 from ema_lint.prefilter import code_names, without_prose
 
 from . import admission, resolution
@@ -113,9 +112,10 @@ class SummaryStore:
             return known[1], known[2]
         if st.st_size > MAX_FILE_BYTES:
             return None
-        try:
-            data = read_regular(path)
-        except OSError:
+        # The bytes admission keeps for the same file (one copy of each file in memory,
+        # not one per layer: a large project is read whole by both).
+        data = admission.read_file(path)
+        if data is None:
             return None
         digest = hashlib.sha256(data).hexdigest()
         self.files[path] = (signature, digest, data)
