@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 import stat
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -270,6 +271,10 @@ def _gitignore_pattern(pattern: str) -> str:
     return pattern
 
 
+# An exclude pattern that names one file or folder, with no wildcard, escape or comment.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.-]+/?")
+
+
 class _Excludes:
     """A list of exclude patterns, read with gitignore semantics (``pathspec``).
 
@@ -285,11 +290,20 @@ class _Excludes:
         self.by_name_only = all(
             "/" not in line.rstrip("/") and not line.startswith("!") for line in lines
         )
+        # Plain names (the defaults): a set says what the patterns would, without trying
+        # each pattern on each file (a third of a warm run's time on a large tree).
+        self.names: frozenset[str] | None = None
+        self.folder_names: frozenset[str] = frozenset()
+        if self.by_name_only and all(_PLAIN_NAME.fullmatch(line) for line in lines):
+            self.names = frozenset(line for line in lines if not line.endswith("/"))
+            self.folder_names = frozenset(line[:-1] for line in lines if line.endswith("/"))
 
     def matches(self, name: str, relative: str | None, is_dir: bool) -> bool:
         """``relative`` (to the configuration's folder) is needed unless ``by_name_only``."""
         if self.spec is None:
             return False
+        if self.names is not None:
+            return name in self.names or (is_dir and name in self.folder_names)
         target = name if self.by_name_only or relative is None else relative
         return self.spec.match_file(target + "/" if is_dir else target)
 

@@ -100,3 +100,17 @@ def test_unsafe_fixes_from_config(run, tmp_path: Path) -> None:
     path.write_text(BAD)
     assert run("--fix", "a.py", cwd=tmp_path).code == 0
     assert "0.999)" in path.read_text()
+
+
+def test_plain_name_excludes_decide_by_name_as_the_patterns_do() -> None:
+    from ema_lint.config import DEFAULT_EXCLUDES, _Excludes
+
+    plain = _Excludes([*DEFAULT_EXCLUDES, "outputs/", "scratch.py"])
+    assert plain.names is not None  # the fast path: names only
+    for name in ("build", "build.py", ".git", "outputs", "scratch.py", "src", "wandb", "Build"):
+        for is_dir in (True, False):
+            expected = plain.spec.match_file(name + "/" if is_dir else name)
+            assert plain.matches(name, None, is_dir) == expected, (name, is_dir)
+    # Wildcards, paths and negations keep the patterns' own matching.
+    for patterns in (["*.pyc"], ["docs/evidence"], ["build", "!build"], ["out[12]"]):
+        assert _Excludes(patterns).names is None
