@@ -17,13 +17,14 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from pathspec import GitIgnoreSpec
+from typing import TYPE_CHECKING, Any
 
 from . import registry
 from .file_settings import FileSettings
 from .options import OptionError, check_order, rule_options_from
+
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -286,24 +287,35 @@ class _Excludes:
 
     def __init__(self, patterns: Sequence[str]) -> None:
         lines = [_gitignore_pattern(p) for p in patterns if p.strip()]
-        self.spec = GitIgnoreSpec.from_lines(lines) if lines else None
+        self.lines = lines
         self.by_name_only = all(
             "/" not in line.rstrip("/") and not line.startswith("!") for line in lines
         )
         # Plain names (the defaults): a set says what the patterns would, without trying
-        # each pattern on each file (a third of a warm run's time on a large tree).
+        # each pattern on each file (a third of a warm run's time on a large tree), and
+        # without compiling them (or importing pathspec) at all.
         self.names: frozenset[str] | None = None
         self.folder_names: frozenset[str] = frozenset()
+        self._spec: GitIgnoreSpec | None = None
         if self.by_name_only and all(_PLAIN_NAME.fullmatch(line) for line in lines):
             self.names = frozenset(line for line in lines if not line.endswith("/"))
             self.folder_names = frozenset(line[:-1] for line in lines if line.endswith("/"))
 
+    @property
+    def spec(self) -> GitIgnoreSpec | None:
+        """The patterns compiled (None when there are none)."""
+        if self._spec is None and self.lines:
+            from pathspec import GitIgnoreSpec
+
+            self._spec = GitIgnoreSpec.from_lines(self.lines)
+        return self._spec
+
     def matches(self, name: str, relative: str | None, is_dir: bool) -> bool:
         """``relative`` (to the configuration's folder) is needed unless ``by_name_only``."""
-        if self.spec is None:
-            return False
         if self.names is not None:
             return name in self.names or (is_dir and name in self.folder_names)
+        if self.spec is None:
+            return False
         target = name if self.by_name_only or relative is None else relative
         return self.spec.match_file(target + "/" if is_dir else target)
 
@@ -445,7 +457,7 @@ class Settings:
     def excluded(self, path: Path, *, is_dir: bool | None = None) -> bool:
         config = self.config_for(path, is_dir=is_dir)
         excludes = self._excludes_of(config)
-        if excludes.spec is None:
+        if not excludes.lines:
             return False
         if is_dir is None:
             is_dir = path.is_dir()
@@ -466,7 +478,7 @@ class Settings:
         verdicts, with one configuration lookup for the folder instead of one per file."""
         config = self.config_for(folder, is_dir=True)  # a file's config is its folder's
         excludes = self._excludes_of(config)
-        if excludes.spec is None:
+        if not excludes.lines:
             return list(names)
         kept = []
         for name in names:

@@ -14,11 +14,13 @@ import os
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pathspec import GitIgnoreSpec
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
 
 # (folder the patterns are relative to, the patterns): outermost first.
-_Layer = tuple[str, GitIgnoreSpec]
+_Layer = tuple[str, "GitIgnoreSpec"]
 
 
 def _read_spec(path: str) -> GitIgnoreSpec | None:
@@ -27,6 +29,9 @@ def _read_spec(path: str) -> GitIgnoreSpec | None:
             lines = handle.read().splitlines()
     except OSError:
         return None
+    # Imported here: a tree with no ignore file (a run's start, a warm run) needs none.
+    from pathspec import GitIgnoreSpec
+
     spec = GitIgnoreSpec.from_lines(lines)
     return spec if len(spec) else None
 
