@@ -26,11 +26,6 @@ from .options import OptionError, check_order, rule_options_from
 if TYPE_CHECKING:
     from pathspec import GitIgnoreSpec
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10
-    import tomli as tomllib
-
 CONFIG_NAMES = (".ema-lint.toml", "ema-lint.toml", "pyproject.toml")
 
 DEFAULT_EXCLUDES = (
@@ -113,6 +108,12 @@ class Overrides:
 
 
 def _load_toml(path: Path) -> dict[str, Any]:
+    # Imported when a configuration file is read (``--isolated`` and warm runs from a
+    # folder without one need no TOML parser).
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on Python 3.10
+        import tomli as tomllib
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block, a device never end
             raise ConfigError(f"{path}: cannot read: not a regular file")

@@ -11,7 +11,6 @@ below, a deeper file's patterns win over an outer one's, the last matching patte
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -51,6 +50,8 @@ def repository_root(folder: str) -> str | None:
 
 def global_excludes_file(repository: str) -> str | None:
     """git's global ignore file: ``core.excludesFile``, else the XDG default."""
+    import subprocess  # only inside a repository
+
     try:
         done = subprocess.run(
             ["git", "config", "--get", "core.excludesFile"],

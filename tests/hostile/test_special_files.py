@@ -99,9 +99,9 @@ def test_a_configuration_that_is_a_fifo_is_refused(project: Path) -> None:
 AS_NOBODY = f"""
 import os, sys
 from ema_lint import cli, engine, registry, reporters, runner, sources
-import concurrent.futures, difflib, multiprocessing, xml.etree.ElementTree
+import concurrent.futures, difflib, multiprocessing, subprocess, tomllib, xml.etree.ElementTree
+from ema_lint.reporters import text  # the formats are imported when they render
 registry.all_rules()
-reporters.renderers()
 os.setegid({NOBODY})
 os.seteuid({NOBODY})
 sys.exit(cli.main(sys.argv[1:]))

@@ -27,11 +27,6 @@ from functools import lru_cache
 
 from ema_lint.files import read_regular
 
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
-
 _MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 MAX_PARENTS = 32
 MAX_PROJECT_FILES = 3000
@@ -91,6 +86,10 @@ def project_root(folder: str) -> str | None:
 @lru_cache(maxsize=256)
 def _configured_src(root: str) -> tuple[str, ...]:
     path = os.path.join(root, "pyproject.toml")
+    try:  # Python 3.11+ (imported here: most lookups never read a configuration)
+        import tomllib
+    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
     try:
         data = tomllib.loads(read_regular(path).decode("utf-8"))
     except (OSError, ValueError, UnicodeDecodeError):
