@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
-from ema_lint.analysis.syntax.vocabulary import averaged_identifier
+from ema_lint.analysis.syntax.vocabulary import averaged_identifier, named_not_optimizer
 from ema_lint.files import read_regular
 from ema_lint.prefilter import code_names, without_prose
 
@@ -319,10 +319,6 @@ MAX_READ = 4096
 def read_file(path: str) -> bytes | None:
     """The bytes of ``path`` as they are on disk now, read once per change (by its stat
     signature) and shared with the project model; None when it cannot be read."""
-    return _read(path)
-
-
-def _read(path: str) -> bytes | None:
     try:
         st = os.stat(path)
     except OSError:
@@ -346,7 +342,7 @@ _VERDICTS: dict[tuple[str, str], tuple[bytes, bool, tuple[str, ...]]] = {}
 
 
 def _name_relevant(path: str, name: str, consulted: list[str], depth: int) -> bool:
-    data = _read(path)
+    data = read_file(path)
     if data is None:
         return False
     known = _VERDICTS.get((path, name))
@@ -407,6 +403,15 @@ def _module_spells_averaging(path: str, data: bytes) -> bool:
     )
 
 
+_CODE: dict[str, tuple[bytes, bytes]] = {}
+
+
+def code_of(path: str, data: bytes) -> bytes:
+    """``without_prose(data)`` of a module, once per content (a module is asked whether
+    its code calls each function whose callers are looked up)."""
+    return _per_content(_CODE, path, data, lambda: without_prose(data))
+
+
 def imports_of(path: str, data: bytes) -> list[Imported]:
     """``imports`` of a module read for a re-export, once per content."""
     return _per_content(_IMPORTS, path, data, lambda: imports(path, data))
@@ -419,7 +424,7 @@ def about_averaging(imported: list[Imported], consulted: list[str] | None = None
     for item in imported:
         seen.append(item.path)
         if item.names is None:
-            data = _read(item.path)
+            data = read_file(item.path)
             if data is not None and _module_spells_averaging(item.path, data):
                 return True
             continue
@@ -441,17 +446,14 @@ def project_admits(path: str | None, data: bytes | str, consulted: list[str] | N
 # The other direction: callers that hand this module an averaging object ---------------------
 # Only a module that trains (or defines a Lightning step) can run an average's update
 # between a backward pass and an optimizer step; other rules judge a helper at its call.
-_TRAINS = (b"backward(", b".step(", b"training_step")
-# A ``.step(`` whose receiver is named as a scheduler or a progress display steps no
-# weights (a diffusion pipeline's ``self.scheduler.step(noise_pred, t, latents)``).
-_NOT_TRAINING_RECEIVER = re.compile(rb"sched|^lr_|pbar|progress|timer", re.IGNORECASE)
 
 
 def trains(data: bytes) -> bool:
     """``data``'s code (not its comments or docstrings) runs a backward pass (not an
     autograd Function's own), defines a Lightning ``training_step`` or calls ``.step(`` on
     something not named as a scheduler (an optimizer, ``scaler.step(optimizer)``, a
-    receiver it cannot name)."""
+    receiver it cannot name). A receiver named as a scheduler steps no weights (a
+    diffusion pipeline's ``self.scheduler.step(noise_pred, t, latents)``)."""
     # The bytes first (most files say none of it); prose is taken out only to confirm.
     return _trains_in(data) and _trains_in(without_prose(data))
 
@@ -464,8 +466,6 @@ def _trains_in(text: bytes) -> bool:
         if text[max(0, at - 4) : at] != b"def ":  # not an autograd Function's own backward
             return True
         at = text.find(b"backward(", at + 1)
-    if b".step(" not in text:
-        return False
     at = text.find(b".step(")
     while at != -1:
         # The receiver's name, read backwards (a regular expression anchored on nothing
@@ -478,7 +478,7 @@ def _trains_in(text: bytes) -> bool:
         start = end
         while start > 0 and _is_word_byte(text[start - 1]):
             start -= 1
-        if start == end or _NOT_TRAINING_RECEIVER.search(text[start:end]) is None:
+        if start == end or not named_not_optimizer(text[start:end].decode("ascii")):
             return True
         at = text.find(b".step(", at + 1)
     return False
@@ -508,7 +508,7 @@ def _importers_by_word(base: str) -> dict[bytes, list[str]]:
         return found
     found = {}
     for path in project_files(base):
-        words = _IMPORT_WORDS[path] = _import_words(_read(path))
+        words = _IMPORT_WORDS[path] = _import_words(read_file(path))
         for word in words:
             found.setdefault(word, []).append(path)
     _IMPORTERS[base] = found
@@ -519,7 +519,7 @@ def file_changed(path: str) -> frozenset[bytes]:
     """Bring the import index up to date with one file as it is on disk now (written,
     created or removed), without a scan of the project; returns the words of its import
     lines before and after, the modules whose importers may have changed."""
-    data = _read(path) if os.path.isfile(path) else None
+    data = read_file(path) if os.path.isfile(path) else None
     before = _IMPORT_WORDS.get(path, frozenset())
     after = _import_words(data)
     for base, index in _IMPORTERS.items():
@@ -549,7 +549,7 @@ def linked(path: str, words: frozenset[bytes], other: str) -> bool:
         return True
     known = _IMPORT_WORDS.get(other)
     if known is None:
-        known = _import_words(_read(other))
+        known = _import_words(read_file(other))
     return module_stem(path).encode() in known
 
 
@@ -613,7 +613,7 @@ def importers_unchanged(key: str) -> bool:
     for other in _changed_since(base, moment):
         if other == path:
             continue
-        data = _read(other)
+        data = read_file(other)
         if data is not None and stem in data and next(_words_at(data, stem), None) is not None:
             return False
     return True
@@ -719,7 +719,7 @@ def receives_averaging(
     for other in importers[:MAX_CALLERS]:
         if other == path:
             continue
-        caller = _read(other)
+        caller = read_file(other)
         if caller is None:
             continue
         seen.append(other)

@@ -212,4 +212,10 @@ _NOT_OPTIMIZER = re.compile(r"(sched|lr_|ema|swa|env|progress|bar|pbar|timer)", 
 def optimizer_name(receiver: str) -> bool:
     """``receiver`` of a ``.step()`` is named as an optimizer (``optimizer``, ``opt_g``),
     not as a scheduler, an environment or an averaging object (``lr_scheduler_optim``)."""
-    return OPTIMIZER_NAME.search(receiver) is not None and not _NOT_OPTIMIZER.search(receiver)
+    return OPTIMIZER_NAME.search(receiver) is not None and not named_not_optimizer(receiver)
+
+
+def named_not_optimizer(receiver: str) -> bool:
+    """``receiver`` of a ``.step()`` is named as something that steps no weights: a
+    scheduler, an environment, a progress display or an averaging object."""
+    return _NOT_OPTIMIZER.search(receiver) is not None
