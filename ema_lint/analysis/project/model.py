@@ -868,7 +868,7 @@ class ProjectLink:
             # Both in the code, not in a comment or a docstring only (``# Copied from
             # pkg.module.function`` above a copy imports nothing): such a file would be
             # summarised, often a large one, to find that it calls nothing of this module.
-            code = _code_of(read[0], read[1])
+            code = admission.code_of(path, read[1])
             if called.search(code) is not None and spelled.search(code) is not None:
                 yield path, read[1]
 
@@ -1003,21 +1003,6 @@ class ProjectLink:
             summary = self._summary(module)
             if summary is not None and summary.calls:
                 yield module, summary
-
-
-_CODE: dict[str, bytes] = {}
-MAX_CODE = 256
-
-
-def _code_of(digest: str, data: bytes) -> bytes:
-    """``without_prose(data)``, kept for a few contents (a module is asked about by every
-    function whose callers are looked up)."""
-    found = _CODE.get(digest)
-    if found is None:
-        if len(_CODE) >= MAX_CODE:
-            _CODE.clear()
-        found = _CODE[digest] = without_prose(data)
-    return found
 
 
 def _forwarded_call(record: ForwardedSummary, where: str) -> ForwardedCall | None:

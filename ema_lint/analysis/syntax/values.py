@@ -1182,10 +1182,9 @@ class ValueResolver:
         if known is not None:
             return known  # classes of one name (defined in branches, or again): one scan
         candidates = self._may_hold(classes)
-        calls = self._calls()
         found: list[cst.Call] = []
         for name in sorted(candidates - classes):
-            for call in calls.get(name, ()):
+            for call in self.index.calls_named(name):
                 func = call.func
                 if isinstance(func, cst.Name) and self._holds_instance(func, classes, 3):
                     found.append(call)
