@@ -887,7 +887,7 @@ def concatenation_series(env: Env, log) -> str:
     """``benchmarks/concat.py`` in the ema-lint venv: is the analysis linear in size?"""
     log("concatenation series (benchmarks/concat.py)")
     done = subprocess.run(
-        [env.python, str(HERE / "concat.py"), "--copies", "1,2,4,8,16,32", "--repeat", "1"],
+        [env.python, str(HERE / "concat.py"), "--copies", "1,2,4,8,16,32", "--repeat", "3"],
         capture_output=True,
         text=True,
         check=False,

@@ -296,6 +296,8 @@ class AveragingObjects:
         self.objects: list[AveragingObject] = []
         self._by_creation: dict[int, AveragingObject] = {}
         self._memo: dict[int, AveragingObject | None] = {}
+        self._by_update: tuple[int, dict[int, AveragingObject]] | None = None
+        self._freeze_nodes: tuple[list[cst.Call], list[cst.Assign]] | None = None
         self._deepcopies: dict[int, cst.Call] = {}
         self._bound = ctx.get(BoundCalls)
         self._has_inplace: bool | None = None
@@ -397,10 +399,15 @@ class AveragingObjects:
 
     def of_update(self, update: InPlaceUpdate) -> AveragingObject | None:
         """The object a hand-written update averages into, if it is one."""
-        for obj in self.objects:
-            if any(u is update for u in obj.inplace):
-                return obj
-        return None
+        table = self._by_update
+        size = sum(len(obj.inplace) for obj in self.objects)  # grows while objects are found
+        if table is None or table[0] != size:
+            owners: dict[int, AveragingObject] = {}
+            for obj in reversed(self.objects):  # the first object holding it wins
+                for u in obj.inplace:
+                    owners[id(u)] = obj
+            table = self._by_update = (size, owners)
+        return table[1].get(id(update))
 
     def shadow_name(self, update: InPlaceUpdate) -> str:
         """What people call the average a hand-written update writes (for messages)."""
@@ -751,27 +758,40 @@ class AveragingObjects:
             return None
         if self._copied_while_frozen(obj):
             return True
-        for call in self.ctx.nodes(cst.Call):
+        calls, assigns = self._freezes()
+        for call in calls:
             func = call.func
-            if not isinstance(func, cst.Attribute) or func.attr.value != "requires_grad_":
-                continue
-            if not call.args or not _is_false(call.args[0].value):
-                continue
+            assert isinstance(func, cst.Attribute)
             if self.index.contains(obj.creation, call) or self._refer(func.value, 0) is obj:
                 return True
             if isinstance(func.value, cst.Name) and self._over_parameters_of(call, obj):
                 return True  # for p in ema.parameters(): p.requires_grad_(False)
-        for node in self.ctx.nodes(cst.Assign):
-            target = node.targets[0].target if len(node.targets) == 1 else None
-            if (
-                isinstance(target, cst.Attribute)
-                and target.attr.value == "requires_grad"
-                and isinstance(target.value, cst.Name)
-                and _is_false(node.value)
-                and self._over_parameters_of(node, obj)
-            ):
-                return True
-        return False
+        return any(self._over_parameters_of(node, obj) for node in assigns)
+
+    def _freezes(self) -> tuple[list[cst.Call], list[cst.Assign]]:
+        """The module's ``x.requires_grad_(False)`` calls and ``p.requires_grad = False``
+        assignments, found once (asked per hand-made copy)."""
+        if self._freeze_nodes is None:
+            calls = [
+                call
+                for call in self.ctx.nodes(cst.Call)
+                if isinstance(call.func, cst.Attribute)
+                and call.func.attr.value == "requires_grad_"
+                and call.args
+                and _is_false(call.args[0].value)
+            ]
+            assigns = []
+            for node in self.ctx.nodes(cst.Assign):
+                target = node.targets[0].target if len(node.targets) == 1 else None
+                if (
+                    isinstance(target, cst.Attribute)
+                    and target.attr.value == "requires_grad"
+                    and isinstance(target.value, cst.Name)
+                    and _is_false(node.value)
+                ):
+                    assigns.append(node)
+            self._freeze_nodes = (calls, assigns)
+        return self._freeze_nodes
 
     def built_frozen(self, model: cst.BaseExpression) -> cst.BaseExpression | None:
         """The value a model name is built from when that build freezes its parameters

@@ -78,6 +78,8 @@ class Devices:
         self._accelerator: cst.CSTNode | bool | None = False
         self._sites: dict[int, list[cst.CSTNode]] = {}
         self._passing: list[tuple[cst.Call, list[cst.BaseExpression]]] | None = None
+        self._passing_by_object: dict[int, list[cst.Call]] | None = None
+        self._moves_by_object: dict[int, list[cst.Call]] | None = None
         # Asked once per averaging object: built once per module (see _scoped).
         self._scoped: (
             tuple[dict[int, list[cst.Assign]], dict[tuple[int, str], list[cst.Call]]] | None
@@ -164,14 +166,11 @@ class Devices:
                 found.append(CpuPlacement("argument", arg, bound.call))  # type: ignore[arg-type]
         if spec is not None and bound is not None and spec.cpu_on_init and not bound.virtual:
             found.append(CpuPlacement("class", bound.call, bound.call))  # type: ignore[arg-type]
-        objects = self.ctx.get(AveragingObjects)
-        for call in self._moves():
+        for call in self._moves_of(obj):
             func = call.func
             assert isinstance(func, cst.Attribute)
             if updates and not any(self.index.is_before(call, u) for u in updates):
                 continue  # after the last update: moving the final average for saving
-            if objects.for_expression(func.value) is not obj:
-                continue
             if func.attr.value == "cpu":
                 if not call.args:
                     found.append(CpuPlacement("call", call, call))
@@ -197,13 +196,25 @@ class Devices:
         if cached is not None:
             return cached
         sites: list[cst.CSTNode] = list(obj.updates)
-        objects = self.ctx.get(AveragingObjects)
-        for call, passed in self._passing_calls():
-            if call not in sites and any(objects.for_expression(a) is obj for a in passed):
+        for call in self._calls_passing().get(id(obj), ()):
+            if call not in sites:
                 sites.append(call)
         sites.sort(key=lambda n: self.index.order[id(n)])
         self._sites[id(obj)] = sites
         return sites
+
+    def _calls_passing(self) -> dict[int, list[cst.Call]]:
+        """The passing calls by the object they may hand over (``id`` of the object), so that
+        each object's sites are a lookup, not a scan of every call per object."""
+        if self._passing_by_object is None:
+            objects = self.ctx.get(AveragingObjects)
+            table: dict[int, list[cst.Call]] = {}
+            for call, passed in self._passing_calls():
+                handed = {id(o) for o in map(objects.for_expression, passed) if o is not None}
+                for key in handed:
+                    table.setdefault(key, []).append(call)
+            self._passing_by_object = table
+        return self._passing_by_object
 
     def _passing_calls(self) -> list[tuple[cst.Call, list[cst.BaseExpression]]]:
         """The calls that may update an object they are handed, with the arguments that
@@ -407,6 +418,19 @@ class Devices:
                 if isinstance(c.func, cst.Attribute) and c.func.attr.value in ("cpu", "to")
             ]
         return found
+
+    def _moves_of(self, obj: AveragingObject) -> list[cst.Call]:
+        """The ``cpu()``/``to()`` calls on ``obj``: the module's moves grouped by the object
+        they move once, not searched per object."""
+        if self._moves_by_object is None:
+            objects = self.ctx.get(AveragingObjects)
+            table: dict[int, list[cst.Call]] = {}
+            for call in self._moves():
+                moved = objects.for_expression(call.func.value)  # type: ignore[attr-defined]
+                if moved is not None:
+                    table.setdefault(id(moved), []).append(call)
+            self._moves_by_object = table
+        return self._moves_by_object.get(id(obj), [])
 
     def _device_arg(self, call: cst.Call) -> cst.Arg | None:
         for arg in call.args:

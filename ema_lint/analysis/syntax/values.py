@@ -310,6 +310,7 @@ class ValueResolver:
         self._self_attrs: dict[int, dict[str, list[cst.BaseExpression | None]]] = {}
         self._self_attrs_built = False
         self._lineages: dict[int, list[cst.ClassDef]] = {}
+        self._subclass_table: dict[int, list[cst.ClassDef]] | None = None
         self._instance_call_memo: dict[frozenset[str], list[cst.Call]] = {}
         self._name_counts: Counter[str] | None = None
         self._flows: tuple[dict[str, set[str]], dict[str, set[str]]] | None = None
@@ -590,12 +591,14 @@ class ValueResolver:
 
     def subclasses(self, cls: cst.ClassDef) -> list[cst.ClassDef]:
         """The module's classes that derive from ``cls``, directly or through others."""
-        return [
-            other
-            for group in self._class_table().values()
-            for other in group
-            if other is not cls and cls in self.lineage(other)
-        ]
+        if self._subclass_table is None:
+            table: dict[int, list[cst.ClassDef]] = {}
+            for group in self._class_table().values():
+                for other in group:
+                    for base in self.lineage(other)[1:]:
+                        table.setdefault(id(base), []).append(other)
+            self._subclass_table = table  # one pass over the classes, not one per question
+        return list(self._subclass_table.get(id(cls), ()))
 
     def assigned_value(self, node: cst.BaseExpression) -> cst.BaseExpression | None:
         """The one expression a name (seen where ``node`` is) or ``self.x`` is assigned, when

@@ -62,6 +62,7 @@ class FrameworkHooks:
         self.imports = ctx.get(ImportTable)
         self._class_table: dict[str, list[cst.ClassDef]] | None = None
         self._settings: dict[str, cst.BaseExpression | None] = {}
+        self._reaching: dict[int, list[tuple[cst.FunctionDef, cst.CSTNode | None]]] = {}
         self.lightning_classes: list[cst.ClassDef] = [
             c for c in ctx.nodes(cst.ClassDef) if self._is_lightning(c)
         ]
@@ -130,8 +131,21 @@ class FrameworkHooks:
     def hooks_reaching(self, node: cst.CSTNode) -> Iterator[tuple[cst.FunctionDef, cst.CSTNode]]:
         """Lightning hooks that run ``node``: (hook, the node or the call in the hook
         leading to it)."""
-        start = self.loops.function_of(node)
-        frontier: list[tuple[cst.FunctionDef | None, cst.CSTNode, int]] = [(start, node, 0)]
+        for hook, call in self._hooks_of(self.loops.function_of(node)):
+            yield hook, node if call is None else call
+
+    def _hooks_of(
+        self, start: cst.FunctionDef | None
+    ) -> list[tuple[cst.FunctionDef, cst.CSTNode | None]]:
+        """The hooks reaching anything in ``start`` (None: ``start`` is the hook itself),
+        walked once per function: a module's updates share a few functions."""
+        if start is None:
+            return []
+        known = self._reaching.get(id(start))
+        if known is not None:
+            return known
+        found: list[tuple[cst.FunctionDef, cst.CSTNode | None]] = []
+        frontier: list[tuple[cst.FunctionDef | None, cst.CSTNode | None, int]] = [(start, None, 0)]
         seen: set[int] = set()
         while frontier:
             fn, here, depth = frontier.pop()
@@ -139,12 +153,14 @@ class FrameworkHooks:
                 continue
             seen.add(id(fn))
             if self.lightning_hook(fn):
-                yield fn, here
+                found.append((fn, here))
                 continue
             if depth >= self.MAX_DEPTH:
                 continue
             for call in self.loops.callers(fn):
                 frontier.append((self.loops.function_of(call), call, depth + 1))
+        self._reaching[id(start)] = found
+        return found
 
     def anchor_in(self, node: cst.CSTNode, hook: cst.FunctionDef) -> cst.CSTNode:
         for found_hook, here in self.hooks_reaching(node):
