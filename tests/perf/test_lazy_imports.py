@@ -109,3 +109,25 @@ def test_flake8_without_ema_codes_selected_imports_no_rule(tmp_path: Path) -> No
     )
     last = done.stdout.strip().splitlines()[-1]
     assert last.startswith("True [") and "'libcst'" in last and last.endswith(" 2"), last
+
+
+def test_flake8_forking_workers_imports_the_engine_once_before_the_fork(tmp_path: Path) -> None:
+    """With EMA codes selected and workers to fork, the main process imports the engine
+    before forking (each worker would import it again); one job imports it only for a
+    file with a trigger."""
+    (tmp_path / "a.py").write_text("import os\n")
+    (tmp_path / "b.py").write_text("import sys\n")
+
+    def heavy(*jobs: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", _FLAKE8, "--isolated", "--select", "EMA,F", *jobs, "."],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return done.stdout.strip().splitlines()[-1]
+
+    forked = heavy("--jobs", "2")
+    assert forked.startswith("True [") and "'libcst'" in forked, forked
+    assert heavy("--jobs", "1") == "True [] 2"
