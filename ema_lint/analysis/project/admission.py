@@ -312,13 +312,21 @@ def _names(text: bytes) -> list[str]:
 
 
 # Relevance, memoized per file (by stat signature) and name -----------------------------------
-_READ: dict[str, tuple[tuple[int, int], bytes | None]] = {}
+Signature = tuple[int, int]  # (mtime_ns, size): a file's version, as the memos know it
+_READ: dict[str, tuple[Signature, bytes | None]] = {}
+_HELD = [0]  # bytes held in _READ
 MAX_READ = 4096
+# The bytes of the files read last are held (the file a run summarises, then asks about
+# again); beyond this, the oldest are let go and read again if asked. The memos below are
+# kept by stat signature, not by the bytes: holding every project file read (38 MB for
+# the benchmark corpus) in each worker of a run cost as much memory as the project.
+READ_BUDGET = 4 << 20
 
 
-def read_file(path: str) -> bytes | None:
-    """The bytes of ``path`` as they are on disk now, read once per change (by its stat
-    signature) and shared with the project model; None when it cannot be read."""
+def read_signed(path: str, keep: bool = True) -> tuple[Signature, bytes | None] | None:
+    """(stat signature, bytes) of ``path`` as it is on disk now (bytes None: unreadable);
+    None when it cannot be stat'ed. ``keep=False``: a scan that will not come back for the
+    bytes (the import lines of every project file): they are not held."""
     try:
         st = os.stat(path)
     except OSError:
@@ -326,34 +334,61 @@ def read_file(path: str) -> bytes | None:
     signature = (st.st_mtime_ns, st.st_size)
     known = _READ.get(path)
     if known is not None and known[0] == signature:
-        return known[1]
+        if keep:  # most recently used: let go last
+            del _READ[path]
+            _READ[path] = known
+        return known
     data: bytes | None
     try:
         data = read_regular(path)
     except OSError:
         data = None
-    if len(_READ) >= MAX_READ:
-        _READ.clear()
+    if not keep:
+        return signature, data
+    if known is not None:
+        _HELD[0] -= len(known[1] or b"")
+        del _READ[path]
     _READ[path] = (signature, data)
-    return data
+    _HELD[0] += len(data or b"")
+    while _READ and (_HELD[0] > READ_BUDGET or len(_READ) > MAX_READ):
+        oldest = next(iter(_READ))
+        if oldest == path:
+            break
+        _HELD[0] -= len(_READ.pop(oldest)[1] or b"")
+    return signature, data
 
 
-_VERDICTS: dict[tuple[str, str], tuple[bytes, bool, tuple[str, ...]]] = {}
+def read_file(path: str, keep: bool = True) -> bytes | None:
+    """The bytes of ``path`` as they are on disk now, shared with the project model; None
+    when it cannot be read. ``keep``: see ``read_signed``."""
+    found = read_signed(path, keep)
+    return None if found is None else found[1]
+
+
+def _token(path: str, data: bytes) -> Signature | None:
+    """The signature of ``data`` when it is the version of ``path`` ``read_file`` holds;
+    None for other bytes (an unsaved buffer, a version let go): those are not memoized."""
+    known = _READ.get(path)
+    return known[0] if known is not None and known[1] is data else None
+
+
+_VERDICTS: dict[tuple[str, str], tuple[Signature, bool, tuple[str, ...]]] = {}
 
 
 def _name_relevant(path: str, name: str, consulted: list[str], depth: int) -> bool:
-    data = read_file(path)
-    if data is None:
+    found = read_signed(path)
+    if found is None or found[1] is None:
         return False
+    signature, data = found
     known = _VERDICTS.get((path, name))
-    if known is not None and known[0] is data:
+    if known is not None and known[0] == signature:
         consulted.extend(known[2])
         return known[1]
     mine: list[str] = []
     verdict = _name_relevant_uncached(path, data, name, mine, depth)
     if len(_VERDICTS) >= 16 * MAX_READ:
         _VERDICTS.clear()
-    _VERDICTS[(path, name)] = (data, verdict, tuple(mine))
+    _VERDICTS[(path, name)] = (signature, verdict, tuple(mine))
     consulted.extend(mine)
     return verdict
 
@@ -378,21 +413,25 @@ _T = TypeVar("_T")
 
 
 def _per_content(
-    memo: dict[str, tuple[bytes, _T]], path: str, data: bytes, compute: Callable[[], _T]
+    memo: dict[str, tuple[Signature, _T]], path: str, data: bytes, compute: Callable[[], _T]
 ) -> _T:
-    """``compute()`` once per file and content (the bytes ``_read`` keeps, by identity)."""
+    """``compute()`` once per file version (``data`` as ``read_file`` gave it: other
+    bytes are computed each time, not memoized)."""
+    token = _token(path, data)
+    if token is None:
+        return compute()
     known = memo.get(path)
-    if known is not None and known[0] is data:
+    if known is not None and known[0] == token:
         return known[1]
     if len(memo) >= MAX_READ:
         memo.clear()
     found = compute()
-    memo[path] = (data, found)
+    memo[path] = (token, found)
     return found
 
 
-_IMPORTS: dict[str, tuple[bytes, list[Imported]]] = {}
-_SPELLS: dict[str, tuple[bytes, bool]] = {}
+_IMPORTS: dict[str, tuple[Signature, list[Imported]]] = {}
+_SPELLS: dict[str, tuple[Signature, bool]] = {}
 
 
 def _module_spells_averaging(path: str, data: bytes) -> bool:
@@ -403,7 +442,7 @@ def _module_spells_averaging(path: str, data: bytes) -> bool:
     )
 
 
-_CODE: dict[str, tuple[bytes, bytes]] = {}
+_CODE: dict[str, tuple[Signature, bytes]] = {}
 
 
 def code_of(path: str, data: bytes) -> bytes:
@@ -508,7 +547,7 @@ def _importers_by_word(base: str) -> dict[bytes, list[str]]:
         return found
     found = {}
     for path in project_files(base):
-        words = _IMPORT_WORDS[path] = _import_words(read_file(path))
+        words = _IMPORT_WORDS[path] = _import_words(read_file(path, keep=False))
         for word in words:
             found.setdefault(word, []).append(path)
     _IMPORTERS[base] = found
@@ -549,7 +588,7 @@ def linked(path: str, words: frozenset[bytes], other: str) -> bool:
         return True
     known = _IMPORT_WORDS.get(other)
     if known is None:
-        known = _import_words(read_file(other))
+        known = _import_words(read_file(other, keep=False))
     return module_stem(path).encode() in known
 
 
@@ -613,7 +652,7 @@ def importers_unchanged(key: str) -> bool:
     for other in _changed_since(base, moment):
         if other == path:
             continue
-        data = read_file(other)
+        data = read_file(other, keep=False)
         if data is not None and stem in data and next(_words_at(data, stem), None) is not None:
             return False
     return True
@@ -673,7 +712,7 @@ def _averaged_argument(data: bytes, arguments: bytes) -> bool:
     return False
 
 
-_IDENTIFIERS: dict[str, tuple[bytes, frozenset[bytes]]] = {}
+_IDENTIFIERS: dict[str, tuple[Signature, frozenset[bytes]]] = {}
 
 
 def _identifiers(path: str, data: bytes) -> frozenset[bytes]:

@@ -98,27 +98,26 @@ class SummaryStore:
     def __init__(self) -> None:
         self.memory: dict[str, ModuleSummary | None] = {}
         self.directory: str | None = None
-        self.files: dict[str, tuple[tuple[int, int], str, bytes | None]] = {}
+        self.files: dict[str, tuple[tuple[int, int], str]] = {}
 
     def read(self, path: str) -> tuple[str, bytes] | None:
-        """(hash, bytes) of a file, remembered by its stat signature."""
+        """(hash, bytes) of a file, the hash remembered by its stat signature. The bytes
+        are admission's (one copy of each file in memory, not one per layer; the files
+        read last are held, others read again when asked)."""
         try:
-            st = os.stat(path)
+            if os.stat(path).st_size > MAX_FILE_BYTES:
+                return None
         except OSError:
             return None
-        signature = (st.st_mtime_ns, st.st_size)
+        found = admission.read_signed(path)
+        if found is None or found[1] is None:
+            return None
+        signature, data = found
         known = self.files.get(path)
-        if known is not None and known[0] == signature and known[2] is not None:
-            return known[1], known[2]
-        if st.st_size > MAX_FILE_BYTES:
-            return None
-        # The bytes admission keeps for the same file (one copy of each file in memory,
-        # not one per layer: a large project is read whole by both).
-        data = admission.read_file(path)
-        if data is None:
-            return None
+        if known is not None and known[0] == signature:
+            return known[1], data
         digest = hashlib.sha256(data).hexdigest()
-        self.files[path] = (signature, digest, data)
+        self.files[path] = (signature, digest)
         return digest, data
 
     def summary(self, me: ModuleFile) -> tuple[str, ModuleSummary | None] | None:
@@ -190,9 +189,14 @@ STORE = SummaryStore()
 # the run does not parse it again (a summary itself never holds a tree).
 _PARSED: dict[str, cst.Module] = {}
 MAX_PARSED = 16
+# A tree takes ~350 bytes of memory per byte of source: a 200 kB module's, 70 MB. Held
+# for its file's turn, it would add that to the worker's peak for the rest of the run.
+MAX_HELD_BYTES = 64 << 10
 
 
 def _remember_parse(data: bytes, module: cst.Module) -> None:
+    if len(data) > MAX_HELD_BYTES:
+        return  # a large module's tree is not held between files
     while len(_PARSED) >= MAX_PARSED:
         del _PARSED[next(iter(_PARSED))]
     _PARSED[hashlib.sha256(data).hexdigest()] = module
