@@ -54,6 +54,13 @@ class Analysis:
     positions: PositionTable | None = None
     parsed: bool = False
 
+    def release(self) -> None:
+        """Drop the tree and the facts once the findings are taken (see
+        ``FileContext.release``); the findings stay."""
+        if self.context is not None:
+            self.context.release()
+        self.context = self.module = self.positions = None
+
 
 @dataclass(eq=False)
 class FixOutcome:
@@ -297,6 +304,7 @@ def _run_rules(
             )
             continue
         pending.extend(rule.reports)
+        rule.reports = []  # each report names its rule: no cycle left to keep the tree alive
     return pending, crashes
 
 
@@ -426,7 +434,9 @@ def _unused(token: str, line: int, noqa: NoqaFilter, settings: FileSettings) -> 
 
 def lint(data: bytes | str, path: str, settings: FileSettings) -> list[Diagnostic]:
     """The findings of one text."""
-    return analyze(data, path, settings).diagnostics
+    analysis = analyze(data, path, settings)
+    analysis.release()
+    return analysis.diagnostics
 
 
 # Fixing ------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import dependencies
+from . import collector, dependencies
 from .analysis.project import admission
 from .analysis.project.admission import project_admits
 from .cache import Cache, StatIndex, content_hash, portable, settings_key
@@ -115,6 +115,7 @@ def process_source(
         analysis = engine.analyze(data, display, settings, admitted=admitted)
         if mode.text_edits:
             engine.attach_text_edits(analysis)
+        analysis.release()
         outcome.diagnostics = analysis.diagnostics
     return outcome
 
@@ -160,6 +161,7 @@ def _process_data(
             # Nothing was written: report the findings as they stand in the file.
             outcome.diagnostics = process_source(data, display, file_settings, Mode()).diagnostics
             outcome.fixed = 0
+    collector.release_after(len(data))  # the file's tree is gone: its pages go back too
     return outcome
 
 
