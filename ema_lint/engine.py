@@ -302,8 +302,8 @@ def _run_rules(
                     f"{type(error).__name__}: {_one_line(error)}{where}; please report this bug",
                 )
             )
-            continue
-        pending.extend(rule.reports)
+        else:
+            pending.extend(rule.reports)
         rule.reports = []  # each report names its rule: no cycle left to keep the tree alive
     return pending, crashes
 

@@ -413,17 +413,21 @@ _T = TypeVar("_T")
 
 
 def _per_content(
-    memo: dict[str, tuple[Signature, _T]], path: str, data: bytes, compute: Callable[[], _T]
+    memo: dict[str, tuple[Signature, _T]],
+    path: str,
+    data: bytes,
+    compute: Callable[[], _T],
+    limit: int = MAX_READ,
 ) -> _T:
     """``compute()`` once per file version (``data`` as ``read_file`` gave it: other
-    bytes are computed each time, not memoized)."""
+    bytes are computed each time, not memoized), for at most ``limit`` files."""
     token = _token(path, data)
     if token is None:
         return compute()
     known = memo.get(path)
     if known is not None and known[0] == token:
         return known[1]
-    if len(memo) >= MAX_READ:
+    if len(memo) >= limit:
         memo.clear()
     found = compute()
     memo[path] = (token, found)
@@ -443,12 +447,13 @@ def _module_spells_averaging(path: str, data: bytes) -> bool:
 
 
 _CODE: dict[str, tuple[Signature, bytes]] = {}
+MAX_CODE = 256  # each entry is a copy of a file's code: a few, not the project's
 
 
 def code_of(path: str, data: bytes) -> bytes:
     """``without_prose(data)`` of a module, once per content (a module is asked whether
     its code calls each function whose callers are looked up)."""
-    return _per_content(_CODE, path, data, lambda: without_prose(data))
+    return _per_content(_CODE, path, data, lambda: without_prose(data), MAX_CODE)
 
 
 def imports_of(path: str, data: bytes) -> list[Imported]:
