@@ -477,9 +477,15 @@ class PreFilter:
         # Each set of a group is itself a small union of triggers. A set shared by several
         # groups (an evidence set, a rule's own tokens) is one object, tested at most once
         # per file.
+        # A group is a conjunction, so its sets may be tested in any order: those needing a
+        # name test (which reads every identifier of the file's code, the costliest check)
+        # come after the literal ones, which then rule most files out for a substring test.
         sets: dict[tuple[bytes, ...], _TokenSet] = {}
         return tuple(
-            tuple(sets.setdefault(alternatives, _TokenSet(alternatives)) for alternatives in group)
+            tuple(
+                sets.setdefault(alternatives, _TokenSet(alternatives))
+                for alternatives in sorted(group, key=_names_last)
+            )
             for group in self.groups
         )
 
@@ -563,6 +569,11 @@ class PreFilter:
             else:
                 return True
         return False
+
+
+def _names_last(alternatives: tuple[bytes, ...]) -> bool:
+    """Sort key of a group's sets: those holding a name test last (stable otherwise)."""
+    return any(isinstance(t, Names) for t in alternatives)
 
 
 _SHARED: dict[tuple[Any, ...], PreFilter] = {}
