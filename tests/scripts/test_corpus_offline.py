@@ -255,6 +255,40 @@ def test_targets_pass_and_miss_with_margins():
     assert "| **MISS** |" in run.format_targets(list(by_name.values()))
 
 
+def test_cold_target_says_what_the_parse_of_the_files_it_parses_alone_costs():
+    results = {
+        ("ema-lint-cold", "main"): _result("ema-lint-cold", "main", [4.0]),
+        ("ruff-cold", "main"): _result("ruff-cold", "main", [0.5]),
+        ("libcst-parse", "parsed"): _result("libcst-parse", "parsed", [3.5]),
+    }
+    by_name = {t.name: t for t in run.evaluate_targets(results)}
+    cold = by_name["whole corpus cold within 5x of ruff --select E9,F --no-cache"]
+    assert "libcst parse of the files it parses alone takes 3.5 s CPU, 7.0x ruff's" in cold.detail
+
+
+def test_rows_with_their_own_repeat_run_that_many_times(tmp_path, monkeypatch):
+    monkeypatch.setattr(run, "QUICK_SECONDS", 0.0)  # no run counts as sub-second here
+    views = {"main": run.View("main", tmp_path, corpus.Counts(1, 1, 1))}
+    plain = run.Tool("plain", "plain", "env", lambda c: [sys.executable, "-c", "pass"])
+    more = run.Tool("more", "more", "env", lambda c: [sys.executable, "-c", "pass"], repeat=4)
+    plan = [("plain", "main"), ("more", "main")]
+    results = run.run_tools([plain, more], views, plan, 2, tmp_path, lambda m: None, 60)
+    assert len(results[("plain", "main")].runs) == 2
+    assert len(results[("more", "main")].runs) == 4
+
+
+def test_parsed_sources_records_only_the_files_ema_lint_parses(tmp_path):
+    parsed = _load("parsed_sources", ROOT / "benchmarks" / "parsed_sources.py")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text(
+        "from timm.utils import ModelEmaV2\n\nema = ModelEmaV2(model, decay=0.9)\n"
+    )
+    (project / "plain.py").write_text("def add(a, b):\n    return a + b\n")
+    sources = parsed.record([str(project)])
+    assert len(sources) == 1 and b"ModelEmaV2" in sources[0]
+
+
 def test_every_nth_is_deterministic():
     paths = [Path(f"f{i:02}.py") for i in range(10)]
     assert run.every_nth(reversed(paths), 4) == {Path("f00.py"), Path("f04.py"), Path("f08.py")}
