@@ -35,10 +35,10 @@ times slower than even one ``bytes.__contains__`` per gate, measured, and that i
 fallback when the automaton is not installed). A gate that is a trigger itself settles the
 question; otherwise only the triggers attached to a gate that is present are tested
 exactly, identifier and component triggers with expressions that start with their literal
-(so the regex engine's fast prefix search runs). Matching works on the raw bytes, or on the
-text for the flake8 plugin. Literal triggers count anywhere (``# noqa`` is a comment);
-a name test reads the code's identifiers and those of name-like strings, not comments,
-docstrings or messages.
+(so the regex engine's fast prefix search runs). Matching works on bytes: text (the flake8
+plugin's, the editor's) is matched through its UTF-8 encoding, the spelling of the file.
+Literal triggers count anywhere (``# noqa`` is a comment); a name test reads the code's
+identifiers and those of name-like strings, not comments, docstrings or messages.
 """
 
 from __future__ import annotations
@@ -445,8 +445,6 @@ class PreFilter:
                 expressions.append(_identifier_expression(pattern.decode()))
         self.name_tests: tuple[Names, ...] = tuple(sorted(name_tests))
         self._kept, self._expressions = kept, expressions
-        # A non-ASCII literal is written in UTF-8 in the file: match text through its bytes.
-        self._text_via_bytes = not all(t.isascii() for t in kept)
         # A group with a set whose every trigger contains a literal trigger of the union only
         # admits files the union admits already: dropped.
         self.groups: tuple[tuple[tuple[bytes, ...], ...], ...] = tuple(
@@ -469,10 +467,6 @@ class PreFilter:
         return _Plan(self._kept, self._expressions, bytes, self.name_tests)
 
     @cached_property
-    def _text(self) -> _Plan:
-        return _Plan(self._kept, self._expressions, str, self.name_tests)
-
-    @cached_property
     def _groups(self) -> tuple[tuple[_TokenSet, ...], ...]:
         # Each set of a group is itself a small union of triggers. A set shared by several
         # groups (an evidence set, a rule's own tokens) is one object, tested at most once
@@ -490,32 +484,22 @@ class PreFilter:
         )
 
     @cached_property
-    def _scanners(self) -> dict[type, tuple[Any, tuple[Any, ...]] | None]:
-        """One automaton per kind of data over every gate of the plans, or None."""
+    def _scanner(self) -> tuple[Any, tuple[bytes, ...]] | None:
+        """One automaton over every gate of the plans, or None."""
         try:
             import ahocorasick_rs
         except ImportError:  # optional speed-up: the plans then scan gate by gate
-            return {bytes: None, str: None}
-        found: dict[type, tuple[Any, tuple[Any, ...]] | None] = {}
-        for kind, plans in (
-            (bytes, [self._bytes, *(p._bytes for g in self._groups for p in g)]),
-            (str, [self._text, *(p._text for g in self._groups for p in g)]),
-        ):
-            gates = tuple(dict.fromkeys(step[0] for plan in plans for step in plan.steps))
-            if not gates:
-                found[kind] = None
-                continue
-            if kind is bytes:
-                automaton = ahocorasick_rs.BytesAhoCorasick(gates)
-            else:
-                automaton = ahocorasick_rs.AhoCorasick(gates)
-            found[kind] = (automaton.find_matches_as_indexes, gates)
-        return found
+            return None
+        plans = [self._bytes, *(p._bytes for g in self._groups for p in g)]
+        gates = tuple(dict.fromkeys(step[0] for plan in plans for step in plan.steps))
+        if not gates:
+            return None
+        return ahocorasick_rs.BytesAhoCorasick(gates).find_matches_as_indexes, gates
 
-    def _present(self, data: bytes | str) -> dict[Any, bool]:
+    def _present(self, data: bytes) -> dict[Any, bool]:
         """Which gates ``data`` holds, from one pass of the automaton (empty without one:
         the plans then test each gate themselves)."""
-        scanner = self._scanners[type(data)] if type(data) in (bytes, str) else None
+        scanner = self._scanner if type(data) is bytes else None
         if scanner is None:
             return {}
         find, gates = scanner
@@ -526,7 +510,7 @@ class PreFilter:
 
     def prepare(self) -> PreFilter:
         """Build the matching plans now (before forking workers that would each build them)."""
-        _ = self._bytes, self._text, self._groups, self._scanners
+        _ = self._bytes, self._groups, self._scanner
         return self
 
     @property
@@ -552,11 +536,12 @@ class PreFilter:
         """True if the file may hold a finding and must be parsed."""
         if self.accepts_all:
             return True
-        if isinstance(data, str) and self._text_via_bytes:
+        if isinstance(data, str):
+            # Text is matched through its UTF-8 bytes: one plan and one automaton, and the
+            # byte scan is the faster (every trigger is ASCII or spelled in UTF-8 in a file).
             data = data.encode("utf-8", "surrogatepass")
-        plan = self._text if isinstance(data, str) else self._bytes
         seen = self._present(data)
-        if plan.matches(data, seen):
+        if self._bytes.matches(data, seen):
             return True
         known: dict[int, bool] = {}
         for group in self._groups:
@@ -592,7 +577,7 @@ def for_rules(rules: tuple[Any, ...]) -> PreFilter:
 class _TokenSet:
     """One set of a trigger group: matches when the data holds any of its triggers."""
 
-    __slots__ = ("_bytes", "_text")
+    __slots__ = ("_bytes",)
 
     def __init__(self, triggers: Iterable[bytes]) -> None:
         literals: list[str] = []
@@ -609,8 +594,8 @@ class _TokenSet:
                 literals.append(trigger.decode("latin-1"))
         kept = _minimal(literals)
         self._bytes = _Plan(kept, expressions, bytes, name_tests)
-        self._text = _Plan(kept, expressions, str, name_tests)
 
     def matches(self, data: bytes | str, seen: dict[Any, bool] | None = None) -> bool:
-        plan = self._text if isinstance(data, str) else self._bytes
-        return plan.matches(data, {} if seen is None else seen)
+        if isinstance(data, str):
+            data = data.encode("utf-8", "surrogatepass")
+        return self._bytes.matches(data, {} if seen is None else seen)

@@ -227,7 +227,7 @@ def test_names_trigger_runs_its_test_on_the_files_identifiers() -> None:
 
 def _gate_by_gate(f: PreFilter) -> PreFilter:
     """The same filter scanning each gate with ``in`` (as without the automaton)."""
-    f.__dict__["_scanners"] = {bytes: None, str: None}
+    f.__dict__["_scanner"] = None
     return f
 
 
@@ -243,17 +243,19 @@ _GATE_WORDS = sorted({g.decode() for g in _GATES} | {"ema", "EMA", "swa"})
 def test_the_one_pass_scan_finds_what_the_gate_by_gate_scan_finds(parts: list[str]) -> None:
     text = "".join(parts)
     one_pass = registry.default_prefilter()
-    assert one_pass._scanners[bytes] is not None  # the automaton is installed and used
+    assert one_pass._scanner is not None  # the automaton is installed and used
     present = one_pass._present(text.encode())
     assert present == {g: g in text.encode() for g in present}
     by_gate = _gate_by_gate(PreFilter(registry.infos()))
     assert one_pass.matches(text.encode()) is by_gate.matches(text.encode())
     assert one_pass.matches(text) is by_gate.matches(text)
+    # Text is matched through its UTF-8 spelling, as the file holds it.
+    assert one_pass.matches(text) is one_pass.matches(text.encode("utf-8", "surrogatepass"))
 
 
 def test_the_one_pass_scan_covers_the_gates_of_every_group() -> None:
     f = registry.default_prefilter()
-    _, gates = f._scanners[bytes]
+    _, gates = f._scanner
     for group in f._groups:
         for part in group:
             assert {step[0] for step in part._bytes.steps} <= set(gates)
