@@ -35,7 +35,9 @@ class UpdateNotInPlace(Rule):
       d)`` as a statement (``add_`` updates the product, a temporary the statement drops);
     - an out-of-place average as a bare statement, whose result nothing keeps:
       ``e.lerp(p, 1 - d)``, ``torch.lerp(e, p, w)`` without ``out=``, ``e.sub((1 - d) * (e
-      - p))``, ``e.mul(d).add(p, alpha=1 - d)``;
+      - p))``, ``e.mul(d).add(p, alpha=1 - d)``; also ``e.mul_(d).add(p, alpha=1 - d)``,
+      whose scaling lands in the average and whose sum is dropped (the average then decays
+      toward zero instead of following the model);
     - a two-statement update with one half rebinding the loop variable: ``e = e * d`` then
       ``e += (1 - d) * p`` (the second half then updates the temporary), or ``e *= d`` then
       ``e = e + (1 - d) * p``; also the running mean of SWA written as two halves
@@ -195,16 +197,25 @@ class UpdateNotInPlace(Rule):
             statement = self.ctx.code(call).strip()
             if len(statement) > 60:
                 statement = statement[:57] + "..."
+            outcome = "weights never change and the averaged model stays at its initial weights"
             if isinstance(call.func, cst.Attribute) and call.func.attr.value != "lerp":
-                spelling = ".".join(f"{m}_(...)" for m in _chain_methods(call))
+                methods = _chain_methods(call)
+                spelling = ".".join(f"{m.rstrip('_')}_(...)" for m in methods)
                 fix = Fix.safe(
                     "Update in place",
                     *(
                         Edit.replace(c.func.attr, cst.Name(c.func.attr.value + "_"))
                         for c in _chain(call)
+                        if not c.func.attr.value.endswith("_")  # type: ignore[union-attr]
                     ),
                 )
                 advice = f"{shadow}.{spelling}"
+                if methods[0].endswith("_"):
+                    # ``e.mul_(d).add(p, ...)``: the scaling is kept, the model's share is not.
+                    outcome = (
+                        "weights are scaled by the decay at every update and never receive "
+                        "the model's share, so the averaged model shrinks toward zero"
+                    )
             elif isinstance(call.func, cst.Attribute) and not _is_torch_lerp(call):
                 fix = Fix.safe(
                     "Update in place with lerp_", Edit.replace(call.func.attr, cst.Name("lerp_"))
@@ -227,8 +238,7 @@ class UpdateNotInPlace(Rule):
             self.report(
                 call,
                 f"`{statement}` computes the average into a new tensor and the statement "
-                f"drops it: {averaged}'s weights never change and the averaged model stays "
-                f"at its initial weights; update the tensor in place ({advice})",
+                f"drops it: {averaged}'s {outcome}; update the tensor in place ({advice})",
                 fix,
             )
 

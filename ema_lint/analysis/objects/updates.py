@@ -414,7 +414,8 @@ class InPlaceUpdates:
     def _dropped(self, call: cst.Call) -> InPlaceUpdate | None:
         """An out-of-place average as a bare statement, whose result nothing keeps:
         ``e.lerp(p, w)``, ``torch.lerp(e, p, w)`` without ``out=``, ``e.sub(k * (e - p))``,
-        ``e.mul(d).add(p, alpha=1 - d)``; the shadow is the tensor the average starts from."""
+        ``e.mul(d).add(p, alpha=1 - d)``, or ``e.mul_(d).add(p, alpha=1 - d)`` (only the
+        scaling is kept); the shadow is the tensor the average starts from."""
         if not isinstance(self.index.parent(call), cst.Expr):
             return None
         found: InPlaceUpdate | None = None
@@ -438,10 +439,14 @@ class InPlaceUpdates:
             )
         else:
             root: cst.BaseExpression = call
+            methods: list[str] = []
             while isinstance(root, cst.Call) and isinstance(root.func, cst.Attribute):
-                if root.func.attr.value not in ("mul", "add", "sub"):
-                    return None  # an in-place step in the chain: not a dropped copy
+                methods.append(root.func.attr.value)
                 root = root.func.value
+            # ``e.mul_(d).add(p, alpha=1 - d)``: the scaling lands in the shadow, the sum in a
+            # temporary the statement drops. Another in-place step: not a dropped copy.
+            if methods != ["add", "mul_"] and not set(methods) <= {"mul", "add", "sub"}:
+                return None
             found = self._out_of_place_chain(call, call, root)
         if found is None or not isinstance(
             strip_tensor(found.shadow), (cst.Name, cst.Attribute, cst.Subscript)
