@@ -1059,6 +1059,13 @@ def out_of_place(ctx: Context) -> Iterator[Site]:
             edit.put(small, small.with_changes(value=head_only))
             edit.lines.add(ctx.line(stmt))
             yield Site(f"out-of-place head `{root.value}.mul(...)` of an in-place chain", edit)
+            # ``e.mul_(d).add(...)``: only the tail made out-of-place, the scaling kept.
+            tail = next(c for c in chain if last_name(c.func) == "add_")
+            tail_only = small.value.visit(_RenameCalls({id(tail): "add"}))
+            edit = Edit()
+            edit.put(small, small.with_changes(value=tail_only))
+            edit.lines.add(ctx.line(stmt))
+            yield Site(f"out-of-place tail `.add(...)` after `{root.value}.mul_(...)`", edit)
 
 
 def _is_coef(ctx: Context, node: cst.CSTNode) -> bool:

@@ -249,10 +249,12 @@ def test_copy_of_ddp() -> None:
 
 
 def test_out_of_place() -> None:
-    m, head = _mutants("out-of-place", HAND)
+    m, head, tail = _mutants("out-of-place", HAND)
     assert "ema_p = ema_p.mul(decay).add(p, alpha=1 - decay)" in m.code and m.lines == (13,)
     assert "        ema_p.mul(decay).add_(p, alpha=1 - decay)\n" in head.code
     assert head.lines == (13,)
+    assert "        ema_p.mul_(decay).add(p, alpha=1 - decay)\n" in tail.code
+    assert tail.lines == (13,)
     a, b = _mutants("out-of-place", AUG)
     assert "ema_v = ema_v * decay" in a.code and a.lines == (3,)
     assert "ema_v = ema_v + (1 - decay) * v" in b.code and b.lines == (4,)
