@@ -1052,20 +1052,19 @@ def out_of_place(ctx: Context) -> Iterator[Site]:
         edit.lines.add(ctx.line(stmt))
         yield Site(f"in-place update bound to `{root.value}`", edit)
         if methods == ["add_", "mul_"] or methods == ["mul_", "add_"]:
-            # ``e.mul(d).add_(...)``: only the head made out-of-place, the statement kept.
-            head = next(c for c in chain if last_name(c.func) == "mul_")
-            head_only = small.value.visit(_RenameCalls({id(head): "mul"}))
-            edit = Edit()
-            edit.put(small, small.with_changes(value=head_only))
-            edit.lines.add(ctx.line(stmt))
-            yield Site(f"out-of-place head `{root.value}.mul(...)` of an in-place chain", edit)
-            # ``e.mul_(d).add(...)``: only the tail made out-of-place, the scaling kept.
-            tail = next(c for c in chain if last_name(c.func) == "add_")
-            tail_only = small.value.visit(_RenameCalls({id(tail): "add"}))
-            edit = Edit()
-            edit.put(small, small.with_changes(value=tail_only))
-            edit.lines.add(ctx.line(stmt))
-            yield Site(f"out-of-place tail `.add(...)` after `{root.value}.mul_(...)`", edit)
+            # One call of the chain made out-of-place, the statement kept: the head
+            # (``e.mul(d).add_(...)``, the temporary is updated) or the tail
+            # (``e.mul_(d).add(...)``, only the scaling is kept).
+            for method, what in (
+                ("mul_", f"out-of-place head `{root.value}.mul(...)` of an in-place chain"),
+                ("add_", f"out-of-place tail `.add(...)` after `{root.value}.mul_(...)`"),
+            ):
+                call = next(c for c in chain if last_name(c.func) == method)
+                one = small.value.visit(_RenameCalls({id(call): method[:-1]}))
+                edit = Edit()
+                edit.put(small, small.with_changes(value=one))
+                edit.lines.add(ctx.line(stmt))
+                yield Site(what, edit)
 
 
 def _is_coef(ctx: Context, node: cst.CSTNode) -> bool:
