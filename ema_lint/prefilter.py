@@ -194,8 +194,8 @@ def without_prose(data: bytes) -> bytes:
     return b" ".join(parts)
 
 
-def _any_name(data: Any, trigger: Names, seen: dict[Any, Any] | None = None) -> bool:
-    """Whether an identifier of ``data``'s code (bytes or text) passes the trigger's test.
+def _any_name(data: bytes, trigger: Names, seen: dict[Any, Any] | None = None) -> bool:
+    """Whether an identifier of ``data``'s code passes the trigger's test.
 
     Only identifiers holding one of its words (in any case) can pass: the distinct
     identifiers are joined into one lower-cased text, the words are found there in one
@@ -217,19 +217,18 @@ def _any_name(data: Any, trigger: Names, seen: dict[Any, Any] | None = None) -> 
     return _passes(_joined_names(data, strings, seen), trigger)
 
 
-def _joined_names(data: Any, strings: bool | None, seen: dict[Any, Any]) -> str:
+def _joined_names(data: bytes, strings: bool | None, seen: dict[Any, Any]) -> str:
     """The distinct identifiers of ``data``, one a line: those of its code (``strings`` as
     for :func:`code_names`), or with ``strings`` None every identifier of the text. Several
     name tests read the same file: its names are scanned for once per kind."""
     key = (_any_name, strings)
     joined = seen.get(key)
     if joined is None:
-        text = isinstance(data, str)
         if strings is None:
-            names: Iterable[Any] = set((_IDENTIFIERS if text else _IDENTIFIERS_BYTES).findall(data))
+            names: Iterable[bytes] = set(_IDENTIFIERS_BYTES.findall(data))
         else:
             names = code_names(data, strings)
-        joined = seen[key] = "\n".join(names) if text else b"\n".join(names).decode("ascii")
+        joined = seen[key] = b"\n".join(names).decode("ascii")
     return joined
 
 
@@ -313,7 +312,7 @@ def _minimal(strings: Iterable[str]) -> list[str]:
 
 
 class _Plan:
-    """Gates and the checks attached to them, for one kind of data (bytes or str).
+    """Gates and the checks attached to them, matched on a file's bytes.
 
     (Scanning a lower-cased copy instead, to fold the three casings of a component into
     one gate, was measured and lost: ``ema`` in any case is in a fifth of all files, in
@@ -326,7 +325,6 @@ class _Plan:
         self,
         triggers: list[str],
         expressions: list[tuple[str, str]],
-        kind: type,
         name_tests: Iterable[Names] = (),
     ):
         # A name test runs only where one of its words stands as an identifier component.
@@ -353,9 +351,9 @@ class _Plan:
         for core, source, trigger in tests:
             attached[next(g for g in gates if g in core)][2].append((source, trigger))
 
-        def encode(text: str) -> Any:
+        def encode(text: str) -> bytes:
             # latin-1 maps code points 0-255 to the same bytes: triggers round-trip.
-            return text.encode("latin-1") if kind is bytes else text
+            return text.encode("latin-1")
 
         steps = []
         for gate in gates:
@@ -464,7 +462,7 @@ class PreFilter:
     # never pays for them.
     @cached_property
     def _bytes(self) -> _Plan:
-        return _Plan(self._kept, self._expressions, bytes, self.name_tests)
+        return _Plan(self._kept, self._expressions, self.name_tests)
 
     @cached_property
     def _groups(self) -> tuple[tuple[_TokenSet, ...], ...]:
@@ -593,7 +591,7 @@ class _TokenSet:
             else:
                 literals.append(trigger.decode("latin-1"))
         kept = _minimal(literals)
-        self._bytes = _Plan(kept, expressions, bytes, name_tests)
+        self._bytes = _Plan(kept, expressions, name_tests)
 
     def matches(self, data: bytes | str, seen: dict[Any, bool] | None = None) -> bool:
         if isinstance(data, str):
